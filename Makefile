@@ -1,0 +1,26 @@
+# The whole test suite: formatting, vet, and the race-enabled tests.
+# CI runs exactly `make test` (see .ci/run).
+
+GO ?= go
+
+.PHONY: test vet fmt-check build fuzz
+
+test: vet
+	$(GO) test -race -count=1 ./...
+
+vet: fmt-check
+	$(GO) vet ./...
+
+fmt-check:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+
+build:
+	$(GO) build -o bin/iterion ./cmd/iterion
+
+# Longer fuzzing of the DSL front end (not part of make test).
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dsl/expr -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the input has errors
+	exitUsage = 2 // the command line is wrong
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; the
+// module version from the build info is used otherwise.
+var version = ""
+
+// usageError marks errors in the command line itself.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+
+// exitCodeError carries a non-zero exit code for a command that already
+// reported its findings.
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// run executes the command line args and returns the process exit code.
+// Tests call it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var code exitCodeError
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "iterion: %v\nRun 'iterion %s --help' for usage.\n", usage.err, commandName(root, args))
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "iterion: %v\n", err)
+		return exitError
+	}
+}
+
+func commandName(root *cobra.Command, args []string) string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == root {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "iterion",
+		Short:         "Run LLM-agent workflows written in the iterion DSL from GitHub and Slack",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newVersionCmd(), newValidateCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of iterion",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "iterion %s (dsl ir %d)\n", buildVersion(), dsl.IRVersion)
+			return nil
+		},
+	}
+}
+
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", args[0])}
+	}
+	return nil
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
+
+func newValidateCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check workflow files and report every problem with its position and a fix",
+		Long: `Validate parses and compiles each .bot workflow file and prints every
+diagnostic as file:line:col: severity [code]: message, the source line with a
+caret under the problem, and a fix: hint. It does not read the environment:
+the result depends on the files alone.
+
+Exit status: 0 when no file has errors (warnings are still printed), 1 when
+any file has errors or cannot be read, 2 on a usage error.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{errors.New("validate needs at least one workflow file")}
+			}
+			return validate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"diagnostics\": [...]} as JSON instead of text")
+	return cmd
+}
+
+// validate checks files and reports. It returns exitCodeError(1) when any
+// file has errors.
+func validate(stdout, stderr io.Writer, files []string, asJSON bool) error {
+	all := dsl.Diagnostics{}
+	failed := false
+	for _, name := range files {
+		src, err := readWorkflow(name)
+		if err != nil {
+			failed = true
+			d := &dsl.Diagnostic{Severity: dsl.SevError, Code: dsl.ErrUnexpected, Stage: dsl.StageParse,
+				Summary: err.Error(), Subject: dsl.Range{File: name}}
+			d.Detail = "check the path; workflow files end in .bot (or .iter)"
+			all = append(all, d)
+			if !asJSON {
+				fmt.Fprintf(stdout, "%s: error: %v\n", name, err)
+			}
+			continue
+		}
+		w, ds := dsl.CompileSource(name, src)
+		all = append(all, ds...)
+		if ds.HasErrors() {
+			failed = true
+		}
+		if asJSON {
+			continue
+		}
+		if err := dsl.Render(stdout, ds, map[string][]byte{name: src}); err != nil {
+			return err
+		}
+		errs, warns := ds.Count()
+		switch {
+		case errs > 0:
+			fmt.Fprintf(stdout, "%s: %s, %s\n", name, plural(errs, "error"), plural(warns, "warning"))
+		case w != nil:
+			fmt.Fprintf(stdout, "%s: ok: workflow %q, %s, %s", name, w.Name, plural(len(w.Nodes), "node"), plural(len(w.Edges), "edge"))
+			if warns > 0 {
+				fmt.Fprintf(stdout, ", %s", plural(warns, "warning"))
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"diagnostics": all.JSON()}); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return exitCodeError(exitError)
+	}
+	return nil
+}
+
+// readWorkflow reads a workflow file, refusing other extensions and reading
+// at most one byte past the size limit so the parser reports E091 without
+// loading a huge file.
+func readWorkflow(name string) ([]byte, error) {
+	switch filepath.Ext(name) {
+	case ".bot", ".iter":
+	default:
+		return nil, fmt.Errorf("unsupported workflow extension %q: expected .bot or .iter", filepath.Ext(name))
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading workflow: %w", err)
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, dsl.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading workflow %s: %w", name, err)
+	}
+	return src, nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,17 @@
+// Command iterion is the iterion bot and workflow tool: it validates and
+// (in later versions) runs .bot workflows and serves the GitHub App.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,232 @@
+package dsl
+
+// Code is a stable diagnostic code. The codes and their meanings are
+// upstream iterion's, so files and tooling written for upstream keep
+// working: parse codes are E0xx, compile codes Cxxx. This list is
+// append-only; a code is never renumbered or reused for another meaning.
+// Codes E090–E099 are this implementation's own (limits and constructs it
+// does not run); upstream leaves that band unused.
+type Code string
+
+// Parse codes.
+const (
+	// ErrUnexpected (E001): a token that does not belong where it stands.
+	//	agent a:
+	//	  model "x"      ← E001/E002: expected ":" after property
+	ErrUnexpected Code = "E001"
+	// ErrExpected (E002): a specific token or value shape was expected,
+	// such as a name after "agent", a ":" after a property or a quoted value.
+	//	timeout: 20m     ← E002: value 20m must be quoted
+	ErrExpected Code = "E002"
+	// ErrIndent (E003): indentation with tabs, a dedent to a column no
+	// enclosing block uses, or nesting too deep.
+	ErrIndent Code = "E003"
+	// ErrUnterminated (E004): a string without its closing quote.
+	ErrUnterminated Code = "E004"
+	// ErrBadEscape (E005): an unknown escape sequence where escapes are
+	// decoded (profile 2 or strict-escape).
+	ErrBadEscape Code = "E005"
+	// ErrNotUTF8 (E006): the source is not valid UTF-8.
+	ErrNotUTF8 Code = "E006"
+	// ErrUnknownDecl (E010): a top-level word that is not a declaration.
+	//	agnet a:         ← E010: unknown declaration "agnet"; did you mean "agent"?
+	ErrUnknownDecl Code = "E010"
+	// ErrReservedName (E011): a prompt or schema named done or fail.
+	ErrReservedName Code = "E011"
+	// ErrUnknownProp (E012): a property the declaration does not have,
+	// reported with the nearest valid name.
+	//	agent a:
+	//	  modle: "anthropic/claude-sonnet-4-6"   ← E012: did you mean "model"?
+	ErrUnknownProp Code = "E012"
+	// ErrMissingProp (E013): a required property is missing.
+	ErrMissingProp Code = "E013"
+	// ErrDuplicate (E014): a property, map key or top-level block given twice.
+	ErrDuplicate Code = "E014"
+	// ErrInvalidValue (E020): a value outside the property's allowed set
+	// (session, await, interaction, router mode, …) or of the wrong kind.
+	//	interaction: sometimes    ← E020
+	ErrInvalidValue Code = "E020"
+	// ErrBadType (E021): an unknown type in a schema field or var.
+	ErrBadType Code = "E021"
+	// ErrDuplicateClause (E030): when, as or with given twice on one edge.
+	ErrDuplicateClause Code = "E030"
+	// ErrWhenAndElse (E031): an edge with both when and else.
+	ErrWhenAndElse Code = "E031"
+	// ErrClauseBeforeArrow (E032): a clause in the middle of a chain.
+	//	a -> b when ok -> c       ← E032
+	ErrClauseBeforeArrow Code = "E032"
+	// ErrProfile (E040): a malformed or unknown "dsl:" profile header.
+	ErrProfile Code = "E040"
+	// ErrProfileNotFirst (E041): the profile header after a declaration, or
+	// given twice.
+	ErrProfileNotFirst Code = "E041"
+	// ErrStrictEscapeInProfile2 (E042): the profile 1 strict-escape
+	// directive in a profile 2 file, where escapes are always decoded.
+	ErrStrictEscapeInProfile2 Code = "E042"
+	// ErrUnsupported (E090): an upstream construct (subbot, group, import,
+	// mcp_server, sandbox:, foreach loops, …) that this implementation parses
+	// but does not run. It is an error so nothing is silently ignored.
+	ErrUnsupported Code = "E090"
+	// ErrTooLarge (E091): the file exceeds MaxFileSize.
+	ErrTooLarge Code = "E091"
+	// ErrTooManyDiags (E092): the diagnostic cap was reached; the rest are
+	// counted, not listed.
+	ErrTooManyDiags Code = "E092"
+)
+
+// Lexer-level aliases, kept for readability at the call sites.
+const (
+	ErrTabIndent      = ErrIndent
+	ErrBadDedent      = ErrIndent
+	ErrTooDeep        = ErrIndent
+	ErrProfileSyntax  = ErrProfile
+	ErrProfileUnknown = ErrProfile
+	ErrBadChar        = ErrUnexpected
+	ErrUnquoted       = ErrExpected
+	ErrExpectedName   = ErrExpected
+	ErrExpectedColon  = ErrExpected
+	ErrExpectedValue  = ErrExpected
+	ErrExpectedType   = ErrBadType
+	ErrDuplicateProp  = ErrDuplicate
+	ErrDuplicateKey   = ErrDuplicate
+	ErrEmptyBody      = ErrMissingProp
+)
+
+// Compile codes.
+const (
+	// UndeclaredNode (C001): an edge names a node that is not declared.
+	UndeclaredNode Code = "C001"
+	// UnknownSchema (C002): input: or output: names no schema.
+	UnknownSchema Code = "C002"
+	// UnknownPrompt (C003): system:, user: or instructions: names no prompt.
+	UnknownPrompt Code = "C003"
+	// BadTemplate (C004): a malformed {{…}} reference, or a tool without
+	// exactly one command.
+	BadTemplate Code = "C004"
+	// LoopConflict (C005): one loop name declared with different maxima.
+	LoopConflict Code = "C005"
+	// NoWorkflow (C006): the file declares no workflow.
+	NoWorkflow Code = "C006"
+	// ManyWorkflows (C007): the file declares more than one workflow.
+	ManyWorkflows Code = "C007"
+	// BadEntry (C008): entry: is missing or names no node.
+	BadEntry Code = "C008"
+	// InheritAtJoin (C009): session inherit, inherit_if_available or fork on
+	// a convergence node, where there is no single conversation to inherit.
+	InheritAtJoin Code = "C009"
+	// ManyDefaults (C010): a non-router node with more than one unconditional
+	// outgoing edge (the loop-exhaustion exit pair excepted).
+	ManyDefaults Code = "C010"
+	// DuplicateCondition (C011): two edges from one node on the same field
+	// with the same polarity.
+	DuplicateCondition Code = "C011"
+	// NotExhaustive (C012): conditional edges that may all be false, with no
+	// fallback edge.
+	NotExhaustive Code = "C012"
+	// ConditionNotBool (C013): when names a field that is not a bool.
+	ConditionNotBool Code = "C013"
+	// ConditionUnknownField (C014): when names a field the source's output
+	// schema does not have.
+	ConditionUnknownField Code = "C014"
+	// ElseAlone (C015): an else edge without a conditional sibling.
+	ElseAlone Code = "C015"
+	// Unreachable (C016): a node no path from entry reaches.
+	Unreachable Code = "C016"
+	// HistoryOutsideLoop (C017): {{outputs.n.history}} where n is in no loop.
+	HistoryOutsideLoop Code = "C017"
+	// MissingModel (C018): an LLM node with neither model nor backend (an
+	// error on agents and judges and LLM-answered human nodes, a warning on
+	// llm routers).
+	MissingModel Code = "C018"
+	// UnboundedCycle (C019): a cycle with no loop declaration on it.
+	UnboundedCycle Code = "C019"
+	// RoundRobinEdges (C020): a round_robin router with fewer than two edges.
+	RoundRobinEdges Code = "C020"
+	// LLMRouterEdges (C021): an llm router with fewer than two edges.
+	LLMRouterEdges Code = "C021"
+	// LLMRouterWhen (C022): a when clause on an llm router's edge.
+	LLMRouterWhen Code = "C022"
+	// LLMOnlyProp (C023): model, system, user or multi on a non-llm router.
+	LLMOnlyProp Code = "C023"
+	// LoopMaxTooSmall (C026): a loop maximum below 1.
+	LoopMaxTooSmall Code = "C026"
+	// BadReasoningEffort (C027): reasoning_effort outside its values.
+	BadReasoningEffort Code = "C027"
+	// UnknownOutputNode (C029): {{outputs.X}} where X is no node.
+	UnknownOutputNode Code = "C029"
+	// UnknownOutputField (C031): {{outputs.X.f}} where f is not in X's
+	// output schema.
+	UnknownOutputField Code = "C031"
+	// SchemalessOutput (C032, warning): a field of a node without an output
+	// schema, which cannot be checked.
+	SchemalessOutput Code = "C032"
+	// UndeclaredVar (C033): {{vars.X}} or vars.X where X is not declared.
+	UndeclaredVar Code = "C033"
+	// UnknownInputField (C034): {{input.f}} not in the node's input schema,
+	// or, in an edge's with, not in the source's output schema.
+	UnknownInputField Code = "C034"
+	// UnknownArtifact (C035): {{artifacts.X}} where no node publishes X.
+	UnknownArtifact Code = "C035"
+	// OutputNotBefore (C036): {{outputs.X}} read by a node X cannot have run
+	// before.
+	OutputNotBefore Code = "C036"
+	// NoExpressions (C039): a compute node without expr:.
+	NoExpressions Code = "C039"
+	// BadExpression (C040): an expression that does not parse or names an
+	// unknown function.
+	BadExpression Code = "C040"
+	// DuplicateNode (C041): two declarations with the same name.
+	DuplicateNode Code = "C041"
+	// ReservedNode (C042): a node named done or fail.
+	ReservedNode Code = "C042"
+	// BadCost (C046): a negative max_cost_usd.
+	BadCost Code = "C046"
+	// PresetUnknownVar (C070): a preset sets an undeclared var.
+	PresetUnknownVar Code = "C070"
+	// PresetType (C071): a preset value of the wrong type.
+	PresetType Code = "C071"
+	// DuplicatePreset (C072): two presets with one name.
+	DuplicatePreset Code = "C072"
+	// VarDefaultType (C109): a var default of the wrong type.
+	VarDefaultType Code = "C109"
+	// BadTimeout (C122): a node timeout that is not a positive duration.
+	BadTimeout Code = "C122"
+	// ManyElse (C123): more than one else edge from one node.
+	ManyElse Code = "C123"
+	// ElseAndDefault (C124): an else edge beside an unconditional edge.
+	ElseAndDefault Code = "C124"
+	// EnumNotString (C125): an enum on a type other than string.
+	EnumNotString Code = "C125"
+	// DefaultNotInEnum (C126): a default outside its enum.
+	DefaultNotInEnum Code = "C126"
+	// UnknownLoop (C147, warning): {{loop.X…}} where no edge declares loop
+	// X, or a member loops do not have; it reads as empty.
+	UnknownLoop Code = "C147"
+	// UnknownRunMember (C153, warning): {{run.X}} where run has no member X.
+	UnknownRunMember Code = "C153"
+	// EventMissing (C196): an emit or wait node without event:.
+	EventMissing Code = "C196"
+	// WaitTimeout (C197): a wait node without a positive timeout:.
+	WaitTimeout Code = "C197"
+	// DanglingEvent (C198, warning): an event emitted that nothing waits
+	// for, or waited for that nothing emits.
+	DanglingEvent Code = "C198"
+	// AsyncOnHuman (C240): interaction: async on a human node; a human node
+	// is itself the blocking question.
+	AsyncOnHuman Code = "C240"
+	// AwaitTimeout (C241): an await_answers node without a positive
+	// timeout: (the no-silent-infinity invariant).
+	AwaitTimeout Code = "C241"
+	// AwaitFrom (C242, warning): await_answers from: names a missing node or
+	// one that is not an interaction: async agent or judge, so the gate could
+	// only ever time out.
+	AwaitFrom Code = "C242"
+	// FailCodeShape (C247): a fail node code: that is not UPPER_SNAKE.
+	FailCodeShape Code = "C247"
+	// FailCodeReserved (C248): a fail node code: equal to an engine code.
+	FailCodeReserved Code = "C248"
+	// AsyncBackend (C267): an interaction: async agent or judge whose
+	// backend, or an explicit fallback, is codex, kimi, grok or opencode,
+	// which cannot expose ask_user_async and await_answers.
+	AsyncBackend Code = "C267"
+)

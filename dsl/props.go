@@ -1,0 +1,134 @@
+package dsl
+
+import "sort"
+
+// The property tables: which properties each declaration accepts. A
+// property marked false is an upstream property this implementation parses
+// but does not run; it is reported as unsupported rather than ignored. A
+// name in neither set is unknown (E012) and gets the nearest valid name.
+
+var llmProps = map[string]bool{
+	"model": true, "backend": true, "input": true, "output": true, "system": true, "user": true,
+	"publish": true, "description": true, "session": true, "interaction": true, "tools": true,
+	"tool_max_steps": true, "max_tokens": true, "reasoning_effort": true, "timeout": true, "await": true,
+	"fallbacks": false, "provider": false, "command": false, "artifact_labels": false,
+	"interaction_prompt": false, "interaction_model": false, "tool_policy": false, "capabilities": false,
+	"skills": false, "permission": false, "mcp": false, "sandbox": false, "compaction": false,
+	"compress": false, "needs": false, "readonly": false, "full_access": false, "images": false,
+	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
+}
+
+var nodeProps = map[string]map[string]bool{
+	"agent": llmProps,
+	"judge": llmProps,
+	"human": {
+		"instructions": true, "input": true, "output": true, "interaction": true, "description": true,
+		"publish": true, "model": true, "backend": true, "system": true, "await": true,
+		"artifact_labels": false, "interaction_prompt": false, "interaction_model": false,
+		"min_answers": false, "review_url": false, "posture": false, "merge_strategy": false,
+		"merge_into": false, "max_turns": false,
+	},
+	"router": {
+		"mode": true, "model": true, "backend": true, "system": true, "user": true, "multi": true,
+		"description": true,
+		"over":        false, "as": false, "key": false, "depends_on": false, "provider": false,
+	},
+	"tool": {
+		"command": true, "input": true, "output": true, "publish": true, "await": true, "timeout": true,
+		"description": true,
+		"script":      false, "language": false, "action": false, "needs": false, "permission": false,
+		"parallel_safe": false, "sandbox": false, "goal": false, "postcondition": false, "policy": false,
+		"recovery": false, "artifact_labels": false,
+	},
+	"compute": {
+		"expr": true, "input": true, "output": true, "publish": true, "await": true, "description": true,
+		"artifact_labels": false,
+	},
+	"emit":          {"event": true, "with": true, "description": true},
+	"wait":          {"event": true, "timeout": true, "output": true, "description": true},
+	"await_answers": {"from": true, "timeout": true, "description": true},
+	"fail":          {"code": true, "message": true, "resumable": true, "description": true},
+}
+
+var workflowProps = map[string]bool{
+	"entry": true, "default_backend": true, "interaction": true, "budget": true, "vars": true,
+	"description": true,
+	"worktree":    false, "resources": false, "attachments": false, "tool_policy": false,
+	"capabilities": false, "skills": false, "mcp": false, "compaction": false, "compress": false,
+	"permission": false, "allow": false, "ask": false, "deny": false, "sandbox": false,
+	"loop_budget_guard": false, "repo_devbox": false, "workspace_checkpoint": false,
+	"auto_memory": false,
+}
+
+var budgetProps = map[string]bool{
+	"max_parallel_branches": true, "max_duration": true, "max_cost_usd": true, "max_tokens": true,
+	"warn_tokens": true, "max_iterations": true,
+	"daily_cost_usd": false,
+}
+
+// unsupportedDecls are upstream top-level declarations this implementation
+// parses (skipping their bodies) and refuses.
+var unsupportedDecls = map[string]string{
+	"subbot":       "nested runs (subbot)",
+	"group":        "compile-time groups (group)",
+	"use":          "group instantiation (use)",
+	"import":       "imports of other .bot files",
+	"mcp_server":   "MCP server declarations (mcp_server)",
+	"cursor":       "cursors",
+	"supervisor":   "supervisors",
+	"secrets":      "secrets declarations",
+	"attachments":  "attachments",
+	"contract":     "contracts",
+	"connector":    "connectors",
+	"memory":       "memory declarations",
+	"capabilities": "capability declarations",
+}
+
+// supportedNames lists the names a table accepts and runs, sorted.
+func supportedNames(table map[string]bool) []string {
+	var names []string
+	for name, ok := range table {
+		if ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// nearest returns the candidate closest to name by edit distance, or "" when
+// none is close enough to be a plausible typo.
+func nearest(name string, candidates []string) string {
+	best, bestD := "", len(name)/2+2
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, bounded in
+// cost by the short property names it is used on.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
