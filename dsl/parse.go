@@ -618,7 +618,11 @@ func (p *parser) parseValue() Value {
 	case t.kind == tokLBrack:
 		return p.parseList()
 	case t.kind == tokLBrace:
-		return p.parseMap()
+		// A nil *MapLit must not become a non-nil Value.
+		if m := p.parseMap(); m != nil {
+			return m
+		}
+		return nil
 	}
 	p.errorAt(t.pos, t.end, ErrExpectedValue, "", "expected a value, found %s", t.describe())
 	return nil

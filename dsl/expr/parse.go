@@ -203,7 +203,8 @@ func (p *parser) leave() { p.depth-- }
 func (p *parser) newNode(kind nodeKind, pos, end int) *node {
 	p.nodes++
 	if p.nodes > MaxNodes {
-		p.failAt(pos, end, "expression is too complex (more than %d nodes)", MaxNodes)
+		t := p.toks[max(p.i-1, 0)] // the token that completed the node
+		p.fail(t, "expression is too complex (more than %d nodes)", MaxNodes)
 	}
 	return &node{kind: kind, pos: pos, end: end}
 }
@@ -511,7 +512,7 @@ func (p *parser) parseLambda() *node {
 		case isKeyword(pt.text):
 			p.fail(pt, "lambda parameter %q is a keyword", pt.text)
 		case isNamespace(pt.text):
-			p.fail(pt, "lambda parameter %q collides with the reserved namespace %q", pt.text, pt.text)
+			p.fail(pt, "lambda parameter %q collides with the reserved namespace", pt.text)
 		}
 		for _, q := range n.params {
 			if q == pt.text {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const badWorkflow = `agent draft:
+  model: "anthropic/claude-sonnet-4-6"
+  interaction: async
+
+await_answers gate:
+  from: draft
+
+workflow w:
+  entry: draft
+  draft -> gate
+  gate -> done
+`
+
+func TestValidateExamples(t *testing.T) {
+	examples, err := filepath.Glob("../../examples/*/main.bot")
+	if err != nil || len(examples) < 3 {
+		t.Fatalf("examples: %v %v", examples, err)
+	}
+	code, out, errOut := runCLI(t, append([]string{"validate"}, examples...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if got := strings.Count(out, ": ok: workflow"); got != len(examples) {
+		t.Errorf("ok lines = %d, want %d:\n%s", got, len(examples), out)
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	path := writeFile(t, "bad.bot", badWorkflow)
+	code, out, _ := runCLI(t, "validate", path)
+	if code != exitError {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{
+		path + ":5:15: error [C241]: await_answers \"gate\" has no positive timeout",
+		"    5 | await_answers gate:\n      |               ^^^^\n",
+		"  fix: add timeout: \"30m\"",
+		path + ": 1 error, 0 warnings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestValidateWarningsOnlyExitZero(t *testing.T) {
+	src := strings.Replace(badWorkflow, "  from: draft\n", "  from: nobody\n  timeout: \"30m\"\n", 1)
+	path := writeFile(t, "warn.bot", src)
+	code, out, _ := runCLI(t, "validate", path)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	if !strings.Contains(out, "warning [C242]") || !strings.Contains(out, "1 warning") {
+		t.Errorf("warning not reported:\n%s", out)
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	path := writeFile(t, "bad.bot", badWorkflow)
+	code, out, _ := runCLI(t, "validate", "--json", path)
+	if code != exitError {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var got struct {
+		Diagnostics []map[string]any `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	want := []map[string]any{{
+		"source": "compile", "code": "C241", "severity": "error", "file": path,
+		"line": float64(5), "column": float64(15),
+		"message": `await_answers "gate" has no positive timeout: a mandatory bound is required (the no-silent-infinity invariant)`,
+		"hint":    `add timeout: "30m" (a positive Go duration); the gate fails with the unanswered question ids when it expires`,
+		"node_id": "", "edge_id": "",
+	}}
+	if diff := cmp.Diff(want, got.Diagnostics); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateJSONClean(t *testing.T) {
+	code, out, _ := runCLI(t, "validate", "--json", "../../examples/async-questions/main.bot")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if strings.TrimSpace(out) != "{\n  \"diagnostics\": []\n}" {
+		t.Errorf("got %q", out)
+	}
+}
+
+func TestValidateUsageAndIO(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{name: "no files", args: []string{"validate"}, wantCode: exitUsage, wantStderr: "validate needs at least one workflow file"},
+		{name: "unknown flag", args: []string{"validate", "--jsn", "x.bot"}, wantCode: exitUsage, wantStderr: "unknown flag: --jsn"},
+		{name: "missing file", args: []string{"validate", "/nonexistent/x.bot"}, wantCode: exitError, wantStdout: "no such file or directory"},
+		{name: "wrong extension", args: []string{"validate", "workflow.yaml"}, wantCode: exitError, wantStdout: `unsupported workflow extension ".yaml"`},
+		{name: "version extra arg", args: []string{"version", "x"}, wantCode: exitUsage, wantStderr: `unexpected argument "x"`},
+		{name: "version", args: []string{"version"}, wantCode: exitOK, wantStdout: "iterion "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit = %d, want %d (stdout %q, stderr %q)", code, tc.wantCode, out, errOut)
+			}
+			if !strings.Contains(out, tc.wantStdout) {
+				t.Errorf("stdout = %q, want it to contain %q", out, tc.wantStdout)
+			}
+			if !strings.Contains(errOut, tc.wantStderr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.wantStderr)
+			}
+		})
+	}
+}
+
+func TestValidateSeveralFilesOneBad(t *testing.T) {
+	bad := writeFile(t, "bad.bot", badWorkflow)
+	code, out, _ := runCLI(t, "validate", "../../examples/nightly/main.bot", bad)
+	if code != exitError {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, "nightly/main.bot: ok") || !strings.Contains(out, "[C241]") {
+		t.Errorf("output:\n%s", out)
+	}
+}
