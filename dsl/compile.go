@@ -14,15 +14,13 @@ import (
 )
 
 // CompileSource parses and compiles one workflow file. It returns the
-// workflow (partial, possibly nil, when there are errors) and every
-// diagnostic of both phases, sorted by position and capped.
+// workflow (partial when there are errors) and every diagnostic of both
+// phases, sorted by position and capped.
 func CompileSource(name string, src []byte) (*Workflow, Diagnostics) {
 	f, pdiags := Parse(name, src)
 	w, cdiags := Compile(f)
-	if w != nil {
-		sum := sha256.Sum256(src)
-		w.Hash = hex.EncodeToString(sum[:])
-	}
+	sum := sha256.Sum256(src)
+	w.Hash = hex.EncodeToString(sum[:])
 	all := append(pdiags, cdiags...)
 	return w, capDiagnostics(all)
 }
@@ -133,14 +131,16 @@ type refSite struct {
 type siteRef struct {
 	ns    string
 	path  []string
-	bare  bool
+	bare  bool // a bare expression name, read as an input field
+	tmpl  bool // written as {{…}} in a template
 	start Pos
 	end   Pos
 }
 
-// Compile turns a syntax tree into a Workflow. It returns a partial
-// workflow when there are errors (nil only when the file declares no
-// workflow) and the compile diagnostics, sorted and capped.
+// Compile turns a syntax tree into a Workflow. It always returns a
+// workflow, partial when there are errors (a file without a workflow block
+// still yields its schemas, prompts and nodes), and the compile diagnostics,
+// sorted and capped. Only a workflow without errors may be run.
 func Compile(f *File) (*Workflow, Diagnostics) {
 	c := &compiler{
 		f:                f,
@@ -163,6 +163,7 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 	c.compilePrompts()
 	c.compileVars()
 	c.compilePresets()
+	c.compileDefaults()
 	c.compileNodes()
 	c.compileWorkflow()
 	if c.wf != nil {
@@ -175,9 +176,6 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 		ds = append(ds, &Diagnostic{Severity: SevError, Code: ErrTooManyDiags, Stage: StageCompile,
 			Subject: Range{File: f.Name, Start: Pos{Line: 1, Col: 1}},
 			Summary: fmt.Sprintf("too many problems: %d more not shown", c.sink.dropped)})
-	}
-	if c.wf == nil {
-		return nil, capDiagnostics(ds)
 	}
 	return c.w, capDiagnostics(ds)
 }
@@ -637,7 +635,7 @@ func (c *compiler) template(lit *StringLit, where string) *Template {
 func templateSiteRefs(t *Template, lit *StringLit) []siteRef {
 	var refs []siteRef
 	for _, r := range t.Refs() {
-		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, start: lit.PosAt(r.Offset), end: lit.PosAt(r.End)})
+		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, tmpl: true, start: lit.PosAt(r.Offset), end: lit.PosAt(r.End)})
 	}
 	return refs
 }

@@ -10,22 +10,38 @@ import (
 	"github.com/iterion-bot/iterion/dsl/expr"
 )
 
-func (c *compiler) compileWorkflow() {
-	if c.wf == nil {
-		return
-	}
+// workflowProps indexes the workflow's properties, first one winning
+// (duplicates are reported by the parser).
+func (c *compiler) workflowProps() map[string]*Property {
 	props := map[string]*Property{}
+	if c.wf == nil {
+		return props
+	}
 	for _, p := range c.wf.Props {
 		if _, dup := props[p.Key.Name]; !dup {
 			props[p.Key.Name] = p
 		}
 	}
+	return props
+}
+
+// compileDefaults reads the workflow properties that nodes inherit, before
+// the nodes are compiled.
+func (c *compiler) compileDefaults() {
+	props := c.workflowProps()
 	if p := props["default_backend"]; p != nil {
 		c.w.DefaultBackend = c.backendName(p)
 	}
 	if p := props["interaction"]; p != nil {
 		c.w.Interaction = c.interaction(p)
 	}
+}
+
+func (c *compiler) compileWorkflow() {
+	if c.wf == nil {
+		return
+	}
+	props := c.workflowProps()
 	if p := props["budget"]; p != nil {
 		c.budget(p)
 	}
@@ -700,8 +716,11 @@ func (c *compiler) refErr(s *refSite, r siteRef, sev Severity, code Code, hint, 
 
 func (c *compiler) checkRef(s *refSite, r siteRef, published, inLoop map[string]bool, reaches func(string, string) bool) {
 	show := r.ns + "." + strings.Join(r.path, ".")
-	if r.bare {
+	switch {
+	case r.bare:
 		show = strings.Join(r.path, ".")
+	case r.tmpl:
+		show = "{{" + show + "}}"
 	}
 	if len(r.path) == 0 {
 		return
@@ -752,9 +771,7 @@ func (c *compiler) checkInputRef(s *refSite, r siteRef, show string) {
 		}
 		names, known := c.outputFields(src)
 		if !known {
-			if s.edge.When == nil || r.bare == false {
-				c.refErr(s, r, SevWarning, SchemalessOutput, fmt.Sprintf("declare output: on %q", src.ID), "reference %s reads node %q which has no output schema; it cannot be checked", show, src.ID)
-			}
+			c.refErr(s, r, SevWarning, SchemalessOutput, fmt.Sprintf("declare output: on %q", src.ID), "reference %s reads node %q which has no output schema; it cannot be checked", show, src.ID)
 			return
 		}
 		if !slices.Contains(names, field) {

@@ -245,6 +245,11 @@ func (c *compiler) interaction(p *Property) Interaction {
 
 func (c *compiler) humanProps(n *Node, d *NodeDecl, props map[string]*Property) {
 	h := &Human{Interaction: InteractionHuman}
+	// Without an interaction of its own, a human node follows the
+	// workflow's default when that default is one a human node can have.
+	if wi := c.w.Interaction; wi == InteractionLLM || wi == InteractionLLMOrHuman {
+		h.Interaction = wi
+	}
 	h.Instructions = c.promptRef(n, props["instructions"])
 	if p := props["interaction"]; p != nil {
 		switch it := c.interaction(p); it {

@@ -180,9 +180,13 @@ func (p *parser) parseFile() {
 		case kwPresets:
 			p.file.Decls = append(p.file.Decls, p.parsePresets())
 		case kwPrompt:
-			p.file.Decls = append(p.file.Decls, p.parsePrompt())
+			if d := p.parsePrompt(); d != nil {
+				p.file.Decls = append(p.file.Decls, d)
+			}
 		case kwSchema:
-			p.file.Decls = append(p.file.Decls, p.parseSchema())
+			if d := p.parseSchema(); d != nil {
+				p.file.Decls = append(p.file.Decls, d)
+			}
 		case kwAgent, kwJudge, kwHuman, kwRouter, kwTool, kwCompute, kwEmit, kwWait, kwAwaitAnswers, kwFail:
 			if d := p.parseNode(); d != nil {
 				p.file.Decls = append(p.file.Decls, d)
@@ -224,6 +228,9 @@ func ident(t token) Ident { return Ident{Name: t.text, Start: t.pos, End: t.end}
 // false (after recovering) when the header is malformed.
 func (p *parser) header(named bool) (kw, name Ident, ok bool) {
 	kw = ident(p.next())
+	// Until a name is read, point at the keyword, so that a declaration
+	// whose header is malformed still has a position.
+	name = Ident{Start: kw.Start, End: kw.End}
 	if named {
 		t := p.peek()
 		if !t.isWord() {
@@ -245,10 +252,10 @@ func (p *parser) header(named bool) (kw, name Ident, ok bool) {
 // prompt = "prompt" name ":" [ text ] NEWLINE .
 func (p *parser) parsePrompt() *PromptDecl {
 	kw, name, ok := p.header(true)
-	d := &PromptDecl{Kw: kw, Name: name}
 	if !ok {
-		return d
+		return nil
 	}
+	d := &PromptDecl{Kw: kw, Name: name}
 	if t := p.peek(); t.kind == tokText {
 		p.next()
 		d.Body = textLit(t)
@@ -273,11 +280,10 @@ func textLit(t token) *StringLit {
 // schema = "schema" name ":" NEWLINE INDENT { field } DEDENT .
 func (p *parser) parseSchema() *SchemaDecl {
 	kw, name, ok := p.header(true)
-	d := &SchemaDecl{Kw: kw, Name: name}
-	if ok {
-		d.Fields = p.parseFields("schema field")
+	if !ok {
+		return nil
 	}
-	return d
+	return &SchemaDecl{Kw: kw, Name: name, Fields: p.parseFields("schema field")}
 }
 
 // vars = "vars" ":" NEWLINE INDENT { field } DEDENT .
@@ -754,14 +760,9 @@ func (p *parser) parseWorkflow() *WorkflowDecl {
 			}
 			d.Vars = v
 		default:
-			var props []*Property
-			// parseEntries reads until a DEDENT; read one entry at a time
-			// here by handing it a one-line view.
-			props, ok := p.parseOneEntry()
-			if !ok {
-				continue
+			if props, ok := p.parseOneEntry(); ok {
+				d.Props = append(d.Props, props...)
 			}
-			d.Props = append(d.Props, props...)
 		}
 	}
 }
