@@ -182,6 +182,12 @@ type StringLit struct {
 	pieces []piece
 }
 
+// cursor returns a position cursor over the value, for mapping many
+// increasing offsets in linear time.
+func (s *StringLit) cursor() *posCursor {
+	return &posCursor{val: s.Value, pieces: s.pieces, fallback: s.Start}
+}
+
 // PosAt returns the source position of byte offset off in Value.
 func (s *StringLit) PosAt(off int) Pos {
 	if len(s.pieces) == 0 {

@@ -102,6 +102,17 @@ type compiler struct {
 	computeKeys map[string][]string
 	// fallbackBackends are the backends of an LLM node's fallback routes.
 	fallbackBackends map[string][]namedValue
+	// names of declarations, for "did you mean" hints
+	nodeNames, schemaNames, promptNames []string
+}
+
+// suggest returns the candidate nearest to name, or "" once the diagnostic
+// cap is reached (so a hostile file cannot make hints cost quadratic time).
+func (c *compiler) suggest(name string, candidates []string) string {
+	if c.sink.full() {
+		return ""
+	}
+	return nearest(name, candidates)
 }
 
 type edgeSource struct {
@@ -237,6 +248,9 @@ func (c *compiler) collect() {
 			workflows = append(workflows, d)
 		}
 	}
+	c.nodeNames = append(keys(c.nodeDecls), TargetDone, TargetFail)
+	c.schemaNames = keys(c.schemaDecls)
+	c.promptNames = keys(c.promptDecls)
 	switch len(workflows) {
 	case 0:
 		c.errorf(Pos{Line: 1, Col: 1}, Pos{Line: 1, Col: 1}, NoWorkflow, "add a workflow block: workflow name: with entry: and edges", "no workflow declaration found")
@@ -625,8 +639,13 @@ func (c *compiler) stringList(p *Property) []string {
 // references for checking; where names the site in messages.
 func (c *compiler) template(lit *StringLit, where string) *Template {
 	t, errs := parseTemplate(lit.Value)
+	cur := lit.cursor()
 	for _, e := range errs {
-		c.errorf(lit.PosAt(e.off), lit.PosAt(e.end), e.code, e.hint, "%s: %s", where, e.msg)
+		if c.sink.full() {
+			break
+		}
+		start := cur.at(e.off)
+		c.errorf(start, cur.at(e.end), e.code, e.hint, "%s: %s", where, e.msg)
 	}
 	return t
 }
@@ -634,8 +653,10 @@ func (c *compiler) template(lit *StringLit, where string) *Template {
 // siteRefs turns a template's references into positioned siteRefs.
 func templateSiteRefs(t *Template, lit *StringLit) []siteRef {
 	var refs []siteRef
+	cur := lit.cursor()
 	for _, r := range t.Refs() {
-		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, tmpl: true, start: lit.PosAt(r.Offset), end: lit.PosAt(r.End)})
+		start := cur.at(r.Offset)
+		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, tmpl: true, start: start, end: cur.at(r.End)})
 	}
 	return refs
 }

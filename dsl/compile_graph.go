@@ -49,7 +49,7 @@ func (c *compiler) compileWorkflow() {
 		if s, ok := c.str(p); ok {
 			if c.w.nodes[s] == nil {
 				hint := "name a declared node"
-				if near := nearest(s, keys(c.w.nodes)); near != "" {
+				if near := c.suggest(s, c.nodeNames); near != "" {
 					hint = fmt.Sprintf("did you mean %q?", near)
 				}
 				c.errorAtValue(p.Value, BadEntry, hint, "entry node %q not found", s)
@@ -153,7 +153,7 @@ func (c *compiler) edges(st *EdgeStmt) {
 }
 
 func (c *compiler) nodeHint(name string) string {
-	if near := nearest(name, append(keys(c.w.nodes), TargetDone, TargetFail)); near != "" {
+	if near := c.suggest(name, c.nodeNames); near != "" {
 		return fmt.Sprintf("did you mean %q?", near)
 	}
 	return "declare the node, or fix the name"
@@ -447,33 +447,26 @@ func (c *compiler) checkRouter(n *Node, out, bare []*Edge) {
 }
 
 // reachFrom returns the nodes reachable from id (id included).
-func (c *compiler) reachFrom(id string) map[string]bool {
-	seen := map[string]bool{id: true}
-	queue := []string{id}
-	for len(queue) > 0 {
-		cur := queue[0]
-		queue = queue[1:]
-		for _, e := range c.w.out[cur] {
-			if !seen[e.To] {
-				seen[e.To] = true
-				queue = append(queue, e.To)
-			}
-		}
-	}
-	return seen
-}
+func (c *compiler) reachFrom(id string) map[string]bool { return c.walk(id, true) }
 
 // reachTo returns the nodes from which id is reachable (id included).
-func (c *compiler) reachTo(id string) map[string]bool {
+func (c *compiler) reachTo(id string) map[string]bool { return c.walk(id, false) }
+
+// walk is a breadth-first search over the edges, forward or backward.
+func (c *compiler) walk(id string, forward bool) map[string]bool {
 	seen := map[string]bool{id: true}
 	queue := []string{id}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, e := range c.w.in[cur] {
-			if !seen[e.From] {
-				seen[e.From] = true
-				queue = append(queue, e.From)
+		edges, next := c.w.in[cur], func(e *Edge) string { return e.From }
+		if forward {
+			edges, next = c.w.out[cur], func(e *Edge) string { return e.To }
+		}
+		for _, e := range edges {
+			if n := next(e); !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
 			}
 		}
 	}
@@ -513,37 +506,87 @@ func (c *compiler) checkCycles() {
 			}
 		}
 	}
-	// Report the first edge, in source order, that closes a cycle among the
-	// remaining nodes: an edge whose target can reach its source.
-	for _, e := range c.w.Edges {
-		if e.Loop != nil || removed[e.From] || removed[e.To] || c.w.nodes[e.To] == nil {
+	// What remains holds every unbounded cycle, plus the nodes downstream of
+	// them. Peel those off backwards (nodes with no remaining successor);
+	// every node left then has a successor in the set, so walking forward
+	// from any of them must come back to a node already seen: a cycle.
+	// Everything here is linear in the size of the graph.
+	succ := func(id string) []*Edge {
+		var out []*Edge
+		for _, e := range c.w.out[id] {
+			if e.Loop == nil && c.w.nodes[e.To] != nil && !removed[e.To] {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	outdeg := map[string]int{}
+	var peel []string
+	for _, n := range c.w.Nodes {
+		if removed[n.ID] {
 			continue
 		}
-		if c.reachesWithoutLoops(e.To, e.From) {
-			c.edgeErr(e, SevError, UnboundedCycle, fmt.Sprintf("bound the cycle with a loop: %s -> %s as retry(3)", e.From, e.To),
-				"cycle detected: edge %s -> %s forms a cycle without a declared loop", e.From, e.To)
-			return
+		if outdeg[n.ID] = len(succ(n.ID)); outdeg[n.ID] == 0 {
+			peel = append(peel, n.ID)
 		}
 	}
-}
-
-func (c *compiler) reachesWithoutLoops(from, to string) bool {
-	seen := map[string]bool{from: true}
-	queue := []string{from}
-	for len(queue) > 0 {
-		cur := queue[0]
-		queue = queue[1:]
-		if cur == to {
-			return true
-		}
-		for _, e := range c.w.out[cur] {
-			if e.Loop == nil && !seen[e.To] {
-				seen[e.To] = true
-				queue = append(queue, e.To)
+	for len(peel) > 0 {
+		cur := peel[0]
+		peel = peel[1:]
+		removed[cur] = true
+		for _, e := range c.w.in[cur] {
+			if e.Loop != nil || removed[e.From] {
+				continue
+			}
+			if outdeg[e.From]--; outdeg[e.From] == 0 {
+				peel = append(peel, e.From)
 			}
 		}
 	}
-	return false
+	var start string
+	for _, n := range c.w.Nodes {
+		if !removed[n.ID] {
+			start = n.ID
+			break
+		}
+	}
+	if start == "" {
+		return
+	}
+	index := map[string]int{}
+	var path []*Edge
+	for cur := start; ; {
+		index[cur] = len(path)
+		e := succ(cur)[0]
+		path = append(path, e)
+		if i, seen := index[e.To]; seen {
+			c.reportCycle(path[i:])
+			return
+		}
+		cur = e.To
+	}
+}
+
+// reportCycle reports an unbounded cycle at its edge written last in the
+// file, which is usually the back-edge that needs the loop.
+func (c *compiler) reportCycle(cycle []*Edge) {
+	order := map[*Edge]int{}
+	for i, e := range c.w.Edges {
+		order[e] = i
+	}
+	back := cycle[0]
+	for _, e := range cycle[1:] {
+		if order[e] > order[back] {
+			back = e
+		}
+	}
+	var nodes []string
+	for _, e := range cycle {
+		nodes = append(nodes, e.From)
+	}
+	nodes = append(nodes, cycle[0].From)
+	c.edgeErr(back, SevError, UnboundedCycle, fmt.Sprintf("bound the cycle with a loop: %s -> %s as retry(3)", back.From, back.To),
+		"cycle detected: edge %s -> %s closes the cycle %s without a declared loop", back.From, back.To, strings.Join(nodes, " -> "))
 }
 
 // checkNodesInGraph applies the rules that need both the node and the
@@ -730,7 +773,7 @@ func (c *compiler) checkRef(s *refSite, r siteRef, published, inLoop map[string]
 	case "vars":
 		if c.w.vars[head] == nil {
 			hint := "declare it under vars:"
-			if near := nearest(head, c.varNames()); near != "" {
+			if near := c.suggest(head, c.varNames()); near != "" {
 				hint = fmt.Sprintf("did you mean vars.%s?", near)
 			}
 			c.refErr(s, r, SevError, UndeclaredVar, hint, "reference %s targets undeclared variable %q", show, head)

@@ -92,7 +92,7 @@ func (c *compiler) schemaRef(n *Node, p *Property) *Schema {
 		return s
 	}
 	hint := "declare it: schema " + name + ":"
-	if near := nearest(name, keys(c.schemaDecls)); near != "" {
+	if near := c.suggest(name, c.schemaNames); near != "" {
 		hint = fmt.Sprintf("did you mean %q?", near)
 	}
 	c.errorAtValue(p.Value, UnknownSchema, hint, "%s %q property %q references unknown schema %q", n.Kind, n.ID, p.Key.Name, name)
@@ -111,7 +111,7 @@ func (c *compiler) promptRef(n *Node, p *Property) *Template {
 		pd := c.promptDecls[v.Name]
 		if pd == nil {
 			hint := "declare it: prompt " + v.Name + ":"
-			if near := nearest(v.Name, keys(c.promptDecls)); near != "" {
+			if near := c.suggest(v.Name, c.promptNames); near != "" {
 				hint = fmt.Sprintf("did you mean %q?", near)
 			}
 			c.errorAtValue(v, UnknownPrompt, hint, "%s %q property %q references unknown prompt %q", n.Kind, n.ID, p.Key.Name, v.Name)
@@ -149,7 +149,9 @@ func (c *compiler) timeoutProp(n *Node, p *Property) {
 
 var reasoningEfforts = []string{"low", "medium", "high", "xhigh", "max"}
 
-func (c *compiler) llmProps(n *Node, d *NodeDecl, props map[string]*Property) *LLM {
+// modelProps reads the properties every model-driven node shares: model,
+// backend, system and user.
+func (c *compiler) modelProps(n *Node, props map[string]*Property) *LLM {
 	l := &LLM{}
 	if p := props["model"]; p != nil {
 		l.Model, _ = c.str(p)
@@ -159,6 +161,11 @@ func (c *compiler) llmProps(n *Node, d *NodeDecl, props map[string]*Property) *L
 	}
 	l.System = c.promptRef(n, props["system"])
 	l.User = c.promptRef(n, props["user"])
+	return l
+}
+
+func (c *compiler) llmProps(n *Node, d *NodeDecl, props map[string]*Property) *LLM {
+	l := c.modelProps(n, props)
 	if p := props["session"]; p != nil {
 		if i, ok := c.choice(p, sessionNames); ok {
 			l.Session = Session(i)
@@ -266,14 +273,8 @@ func (c *compiler) humanProps(n *Node, d *NodeDecl, props map[string]*Property) 
 	}
 	n.Human = h
 	if h.Interaction == InteractionLLM || h.Interaction == InteractionLLMOrHuman {
-		l := &LLM{Interaction: InteractionNone}
-		if p := props["model"]; p != nil {
-			l.Model, _ = c.str(p)
-		}
-		if p := props["backend"]; p != nil {
-			l.Backend = c.backendName(p)
-		}
-		l.System = c.promptRef(n, props["system"])
+		l := c.modelProps(n, props) // a human node has no user: property
+		l.Interaction = InteractionNone
 		n.LLM = l
 		if l.Model == "" && l.Backend == "" {
 			c.errorf(d.Name.Start, d.Name.End, MissingModel, `add model: "anthropic/claude-sonnet-4-6" (or backend:)`, "human %q answered by a model (interaction: %s) must set model or backend", n.ID, h.Interaction)
@@ -302,15 +303,8 @@ func (c *compiler) routerProps(n *Node, d *NodeDecl, props map[string]*Property)
 		r.Mode = RouterMode(i)
 	}
 	if r.Mode == RouterLLM {
-		l := &LLM{Interaction: InteractionNone}
-		if p := props["model"]; p != nil {
-			l.Model, _ = c.str(p)
-		}
-		if p := props["backend"]; p != nil {
-			l.Backend = c.backendName(p)
-		}
-		l.System = c.promptRef(n, props["system"])
-		l.User = c.promptRef(n, props["user"])
+		l := c.modelProps(n, props)
+		l.Interaction = InteractionNone
 		if p := props["multi"]; p != nil {
 			l.Multi, _ = c.boolProp(p)
 		}
@@ -405,8 +399,10 @@ func (c *compiler) expression(lit *StringLit, where string) *expr.Expr {
 
 func exprSiteRefs(e *expr.Expr, lit *StringLit) []siteRef {
 	var refs []siteRef
+	cur := lit.cursor()
 	for _, r := range e.Refs() {
-		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, bare: r.Bare, start: lit.PosAt(r.Offset), end: lit.PosAt(r.End)})
+		start := cur.at(r.Offset)
+		refs = append(refs, siteRef{ns: r.Namespace, path: r.Path, bare: r.Bare, start: start, end: cur.at(r.End)})
 	}
 	return refs
 }

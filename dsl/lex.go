@@ -19,6 +19,10 @@ const (
 	// MaxDiagnostics caps the diagnostics one file produces; the rest are
 	// summarised in a final note.
 	MaxDiagnostics = 50
+	// MaxTokens bounds the tokens of one file, and so the memory the
+	// front end spends on it (a token is about a hundred bytes): a file dense
+	// with punctuation reaches it before MaxFileSize.
+	MaxTokens = 1 << 18
 )
 
 // stateFn is one state of the lexer; it returns the next state, nil to stop.
@@ -53,6 +57,7 @@ type lexer struct {
 // lex tokenizes src. Diagnostics go to sink.
 func lex(file, src string, sink *diagSink) *lexer {
 	l := &lexer{file: file, src: src, diags: sink, line: 1, col: 1, indents: []int{0}, profile: 1}
+	l.toks = make([]token, 0, min(len(src)/4+16, MaxTokens+64))
 	for state := lexLineStart; state != nil; {
 		state = state(l)
 	}
@@ -104,7 +109,16 @@ func (l *lexer) errorf(start, end Pos, code Code, hint, format string, args ...a
 	l.diags.add(SevError, code, Range{File: l.file, Start: start, End: end}, fmt.Sprintf(format, args...), hint)
 }
 
-func (l *lexer) emit(t token) { l.toks = append(l.toks, t) }
+func (l *lexer) emit(t token) {
+	if len(l.toks) >= MaxTokens && t.kind != tokEOF && t.kind != tokDedent && t.kind != tokNewline {
+		if !l.stopped {
+			l.errorf(t.pos, t.end, ErrTooLarge, "split the workflow into smaller files", "file has more than %d tokens", MaxTokens)
+			l.stopped = true
+		}
+		return
+	}
+	l.toks = append(l.toks, t)
+}
 
 func (l *lexer) emitSimple(kind tokenKind, start Pos) {
 	l.emit(token{kind: kind, text: l.src[start.Byte:l.pos], pos: start, end: l.here()})

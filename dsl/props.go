@@ -101,6 +101,9 @@ func supportedNames(table map[string]bool) []string {
 func nearest(name string, candidates []string) string {
 	best, bestD := "", len(name)/2+2
 	for _, c := range candidates {
+		if diff := len(c) - len(name); diff >= bestD || -diff >= bestD {
+			continue // the distance is at least the difference in length
+		}
 		if d := editDistance(name, c); d < bestD {
 			best, bestD = c, d
 		}

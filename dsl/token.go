@@ -1,6 +1,9 @@
 package dsl
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // tokenKind is the kind of a lexical token. Keywords come after the
 // kwSentinel marker so isKeyword is a comparison.
@@ -193,4 +196,39 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// posCursor maps byte offsets of a decoded value to source positions. Asked
+// for increasing offsets, as references come in source order, it does the
+// whole value in linear time; a smaller offset restarts it.
+type posCursor struct {
+	val      string
+	pieces   []piece
+	fallback Pos
+
+	started bool
+	pi      int // current piece
+	off     int // offset reached
+	pos     Pos // position of off
+}
+
+func (c *posCursor) at(off int) Pos {
+	if len(c.pieces) == 0 {
+		return c.fallback
+	}
+	off = max(0, min(off, len(c.val)))
+	if !c.started || off < c.off {
+		c.started, c.pi, c.off, c.pos = true, 0, c.pieces[0].off, c.pieces[0].pos
+	}
+	for c.pi+1 < len(c.pieces) && c.pieces[c.pi+1].off <= off {
+		c.pi++
+		c.off, c.pos = c.pieces[c.pi].off, c.pieces[c.pi].pos
+	}
+	for c.off < off {
+		_, w := utf8.DecodeRuneInString(c.val[c.off:])
+		c.off += w
+		c.pos.Col++
+		c.pos.Byte += w
+	}
+	return c.pos
 }
