@@ -19,6 +19,14 @@ import (
 func CompileSource(name string, src []byte) (*Workflow, Diagnostics) {
 	f, pdiags := Parse(name, src)
 	w, cdiags := Compile(f)
+	for _, d := range pdiags {
+		if d.fatal {
+			// The file was not read to its end: the compiler's view of it
+			// (no workflow, unreachable nodes, …) would mislead.
+			cdiags = nil
+			break
+		}
+	}
 	sum := sha256.Sum256(src)
 	w.Hash = hex.EncodeToString(sum[:])
 	all := append(pdiags, cdiags...)
@@ -39,22 +47,42 @@ func capDiagnostics(ds Diagnostics) Diagnostics {
 		seen[key] = true
 		out = append(out, d)
 	}
-	dropped := 0
+	if len(out) <= MaxDiagnostics {
+		return out
+	}
+	// Keep the first diagnostics by position, and every fatal one (a limit
+	// that stopped a phase), then say how many were left out.
+	var kept, fatal Diagnostics
+	extra := 0
 	for _, d := range out {
-		if d.Code == ErrTooManyDiags {
-			dropped++ // already a summary from a phase
+		switch {
+		case d.fatal:
+			fatal = append(fatal, d)
+		case d.Code == ErrTooManyDiags:
+			// a phase's own summary; counted in the one below
+			extra += d.more
+		case len(kept) < MaxDiagnostics-len(fatal):
+			kept = append(kept, d)
+		default:
+			extra++
 		}
 	}
-	if len(out) > MaxDiagnostics {
-		extra := len(out) - MaxDiagnostics
-		last := out[MaxDiagnostics-1]
-		out = append(out[:MaxDiagnostics:MaxDiagnostics], &Diagnostic{
+	for len(kept)+len(fatal) > MaxDiagnostics {
+		kept = kept[:len(kept)-1]
+		extra++
+	}
+	kept = append(kept, fatal...)
+	kept.Sort()
+	if extra > 0 {
+		last := kept[len(kept)-1]
+		kept = append(kept, &Diagnostic{
 			Severity: SevError, Code: ErrTooManyDiags, Stage: last.Stage, Subject: last.Subject,
 			Summary: fmt.Sprintf("too many problems: %d more not shown", extra),
 			Detail:  "fix the problems above and validate again",
+			more:    extra,
 		})
 	}
-	return out
+	return kept
 }
 
 // backends the compiler knows. asyncIncapable cannot expose the async
@@ -185,8 +213,9 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 	ds := c.sink.diags
 	if c.sink.dropped > 0 {
 		ds = append(ds, &Diagnostic{Severity: SevError, Code: ErrTooManyDiags, Stage: StageCompile,
-			Subject: Range{File: f.Name, Start: Pos{Line: 1, Col: 1}},
-			Summary: fmt.Sprintf("too many problems: %d more not shown", c.sink.dropped)})
+			Subject: ds[len(ds)-1].Subject, more: c.sink.dropped,
+			Summary: fmt.Sprintf("too many problems: %d more not shown", c.sink.dropped),
+			Detail:  "fix the problems above and validate again"})
 	}
 	return c.w, capDiagnostics(ds)
 }
@@ -307,13 +336,21 @@ func (c *compiler) fieldType(fd *FieldDecl, allowFile bool) (Type, bool) {
 	kind, ok := typeNames[fd.Type.Name]
 	if !ok || (kind == TypeFile && !allowFile) || (fd.List && kind != TypeString) {
 		hint := "use one of: string, bool, int, float, json, string[]"
-		if near := nearest(fd.Type.Name, []string{"string", "bool", "int", "float", "json"}); near != "" && !ok {
+		if alias, isAlias := typeAliases[fd.Type.Name]; isAlias {
+			hint = fmt.Sprintf("write %s: the DSL's types are string, bool, int, float, json and string[]", alias)
+		} else if near := nearest(fd.Type.Name, []string{"string", "bool", "int", "float", "json"}); near != "" && !ok {
 			hint = fmt.Sprintf("did you mean %q?", near)
 		}
 		c.sink.add(SevError, ErrBadType, Range{Start: fd.Type.Start, End: fd.Type.End}, fmt.Sprintf("invalid type %q for %q", fd.Type.Name+map[bool]string{true: "[]"}[fd.List], fd.Name.Name), hint)
 		return Type{}, false
 	}
 	return Type{Kind: kind, List: fd.List}, true
+}
+
+// typeAliases are type names from other languages people reach for.
+var typeAliases = map[string]string{
+	"text": "string", "str": "string", "integer": "int", "number": "float", "double": "float",
+	"boolean": "bool", "object": "json", "map": "json", "array": "string[]", "list": "string[]", "any": "json",
 }
 
 func (c *compiler) enumValues(fd *FieldDecl, ty Type) []string {
@@ -366,9 +403,21 @@ func (c *compiler) compileVars() {
 		blocks = append(blocks, c.wf.Vars)
 	}
 	for _, vd := range blocks {
+		inBlock := map[string]bool{}
 		for _, fd := range vd.Fields {
+			if inBlock[fd.Name.Name] {
+				c.errorf(fd.Name.Start, fd.Name.End, ErrDuplicate, "keep one declaration of the var", "duplicate var %q", fd.Name.Name)
+				continue
+			}
+			inBlock[fd.Name.Name] = true
 			ty, ok := c.fieldType(fd, false)
 			if !ok {
+				// Still declare it, so its uses are not reported as undeclared.
+				v := &Var{Name: fd.Name.Name}
+				if c.w.vars[v.Name] == nil {
+					c.w.Vars = append(c.w.Vars, v)
+					c.w.vars[v.Name] = v
+				}
 				continue
 			}
 			v := &Var{Name: fd.Name.Name, Type: ty, Enum: c.enumValues(fd, ty)}
@@ -397,7 +446,7 @@ func (c *compiler) compileVars() {
 // with code. json and string[] values are written as quoted JSON.
 func (c *compiler) literal(v Value, ty Type, code Code, what string) (any, bool) {
 	mismatch := func() (any, bool) {
-		c.errorAtValue(v, code, fmt.Sprintf("write a %s value", ty), "%s is not a %s", what, ty)
+		c.errorAtValue(v, code, fmt.Sprintf("write %s %s value", article(ty.String()), ty), "%s is not %s %s", what, article(ty.String()), ty)
 		return nil, false
 	}
 	switch {
@@ -466,6 +515,13 @@ func (c *compiler) literal(v Value, ty Type, code Code, what string) (any, bool)
 	return mismatch()
 }
 
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 func (c *compiler) scalar(v Value) (any, bool) {
 	switch v := v.(type) {
 	case *BoolLit:
@@ -514,9 +570,15 @@ func (c *compiler) compilePresets() {
 				if kv.Value == nil {
 					continue
 				}
-				if val, ok := c.literal(kv.Value, v.Type, PresetType, fmt.Sprintf("value of %q in preset %q", v.Name, p.Name)); ok {
-					p.Values[v.Name] = val
+				val, ok := c.literal(kv.Value, v.Type, PresetType, fmt.Sprintf("value of %q in preset %q", v.Name, p.Name))
+				if !ok {
+					continue
 				}
+				if s, isStr := val.(string); isStr && len(v.Enum) > 0 && !slices.Contains(v.Enum, s) {
+					c.errorAtValue(kv.Value, PresetType, "use one of: "+strings.Join(v.Enum, ", "), "value %q of %q in preset %q is not in the var's enum", s, v.Name, p.Name)
+					continue
+				}
+				p.Values[v.Name] = val
 			}
 			c.w.Presets = append(c.w.Presets, p)
 		}

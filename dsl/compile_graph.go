@@ -171,9 +171,7 @@ func (c *compiler) edgeClauses(e *Edge, st *EdgeStmt) {
 			cond.Field = g.Field.Name
 		} else if g.Expr != nil {
 			cond.Expr = c.expression(g.Expr, where+", when")
-			if cond.Expr == nil {
-				cond = nil
-			} else {
+			if cond.Expr != nil {
 				c.addSite("", e, where+", when", exprSiteRefs(cond.Expr, g.Expr))
 			}
 		}
@@ -181,6 +179,11 @@ func (c *compiler) edgeClauses(e *Edge, st *EdgeStmt) {
 	}
 	if lc := st.Loop; lc != nil {
 		e.Loop = c.loop(lc)
+		if e.Loop == nil {
+			// The bound was reported; keep the edge a loop edge so the graph
+			// checks do not add a cycle error on top.
+			e.Loop = &Loop{Name: lc.Name.Name}
+		}
 	}
 	if st.With != nil {
 		e.With = c.mappings(st.With, "", e, where+", with")
@@ -307,8 +310,10 @@ func (c *compiler) checkGraph() {
 
 // checkOutgoing applies the edge rules of one node.
 func (c *compiler) checkOutgoing(n *Node, out []*Edge) {
-	var bare, elses, conds []*Edge
-	hasLoopEdge := false
+	// bare edges are unconditional; an unconditional loop edge is taken
+	// while the loop has crossings left, so it too is a fallback, and the
+	// one bare edge beside it is the exit once the loop is spent.
+	var bare, bareLoops, elses, conds []*Edge
 	for _, e := range out {
 		switch {
 		case e.When != nil:
@@ -316,12 +321,9 @@ func (c *compiler) checkOutgoing(n *Node, out []*Edge) {
 		case e.Else:
 			elses = append(elses, e)
 		case e.Loop != nil:
-			hasLoopEdge = true
+			bareLoops = append(bareLoops, e)
 		default:
 			bare = append(bare, e)
-		}
-		if e.Loop != nil {
-			hasLoopEdge = true
 		}
 	}
 	if n.Kind == NodeRouter {
@@ -335,6 +337,10 @@ func (c *compiler) checkOutgoing(n *Node, out []*Edge) {
 		}
 		c.edgeErr(bare[1], SevError, ManyDefaults, "keep one unconditional edge, or guard the others with when",
 			"node %q has %d unconditional edges (targets: %s); only one default edge is allowed", n.ID, len(bare), strings.Join(targets, ", "))
+	}
+	if len(bareLoops) > 1 {
+		c.edgeErr(bareLoops[1], SevError, ManyDefaults, "guard one of the loop edges with when",
+			"node %q has %d unconditional loop edges; only one can be taken", n.ID, len(bareLoops))
 	}
 	if len(elses) > 1 {
 		c.edgeErr(elses[1], SevError, ManyElse, "keep one else edge", "node %q has more than one else edge", n.ID)
@@ -355,6 +361,9 @@ func (c *compiler) checkOutgoing(n *Node, out []*Edge) {
 	exprs := map[string]bool{}
 	for _, e := range conds {
 		cond := e.When
+		if cond.Field == "" && cond.Expr == nil {
+			continue // a guard that did not compile; already reported
+		}
 		if cond.Expr != nil {
 			if exprs[cond.Expr.Source()] {
 				c.edgeErr(e, SevError, DuplicateCondition, "remove the duplicate edge", "node %q has two edges guarded by the same expression %q", n.ID, cond.Expr.Source())
@@ -372,7 +381,7 @@ func (c *compiler) checkOutgoing(n *Node, out []*Edge) {
 		polarity[cond.Field] = p
 		c.checkConditionField(n, e)
 	}
-	if len(conds) > 0 && len(bare) == 0 && len(elses) == 0 && !hasLoopEdge {
+	if len(conds) > 0 && len(bare) == 0 && len(elses) == 0 && len(bareLoops) == 0 {
 		exhaustive := false
 		for _, p := range polarity {
 			if p[0] && p[1] {
@@ -394,28 +403,31 @@ func boolIndex(b bool) int {
 }
 
 func (c *compiler) checkConditionField(n *Node, e *Edge) {
-	if n.Output == nil {
+	names, known := c.outputFields(n)
+	if !known {
 		return
 	}
 	start, end := c.edgeRange(e)
 	if st := c.edgeSrc[e].stmt; st != nil && st.When != nil && st.When.Field != nil {
 		start, end = st.When.Field.Start, st.When.Field.End
 	}
-	f := n.Output.Field(e.When.Field)
-	if f == nil {
-		hint := fmt.Sprintf("add %s: bool to schema %s", e.When.Field, n.Output.Name)
-		var names []string
-		for _, f := range n.Output.Fields {
-			names = append(names, f.Name)
+	if !slices.Contains(names, e.When.Field) {
+		where, hint := "the expressions", fmt.Sprintf("add %s: \"…\" under expr:", e.When.Field)
+		if n.Output != nil {
+			where, hint = fmt.Sprintf("output schema %q", n.Output.Name), fmt.Sprintf("add %s: bool to schema %s", e.When.Field, n.Output.Name)
 		}
 		if near := nearest(e.When.Field, names); near != "" {
 			hint = fmt.Sprintf("did you mean %q?", near)
 		}
 		d := c.sink.add(SevError, ConditionUnknownField, Range{Start: start, End: end},
-			fmt.Sprintf("edge %s: condition field %q not found in output schema %q of node %q", e.ID(), e.When.Field, n.Output.Name, n.ID), hint)
+			fmt.Sprintf("edge %s: condition field %q not found in %s of node %q", e.ID(), e.When.Field, where, n.ID), hint)
 		d.EdgeID, d.NodeID = e.ID(), n.ID
 		return
 	}
+	if n.Output == nil {
+		return // a compute field's type is only known at run time
+	}
+	f := n.Output.Field(e.When.Field)
 	if f.Type.Kind != TypeBool || f.Type.List {
 		d := c.sink.add(SevError, ConditionNotBool, Range{Start: start, End: end},
 			fmt.Sprintf("edge %s: condition field %q is %s, not bool, in output schema %q", e.ID(), f.Name, f.Type, n.Output.Name),
@@ -435,7 +447,10 @@ func (c *compiler) checkRouter(n *Node, out, bare []*Edge) {
 			c.nodeErr(n.ID, SevError, LLMRouterEdges, "add another edge for the model to choose", "llm router %q has %d outgoing edge(s); at least 2 are needed", n.ID, len(out))
 		}
 		for _, e := range out {
-			if e.When != nil {
+			if st := c.edgeSrc[e].stmt; e.When != nil && st != nil && st.When != nil {
+				d := c.errorf(st.When.When, st.When.When, LLMRouterWhen, "drop the when clause: the model selects the target", "llm router %q edge to %q has a when condition; llm routers select targets directly", n.ID, e.To)
+				d.NodeID, d.EdgeID = n.ID, e.ID()
+			} else if e.When != nil {
 				c.edgeErr(e, SevError, LLMRouterWhen, "drop the when clause: the model selects the target", "llm router %q edge to %q has a when condition; llm routers select targets directly", n.ID, e.To)
 			}
 		}
@@ -612,8 +627,10 @@ func (c *compiler) checkNodesInGraph() {
 				c.checkAsyncBackend(n, backend)
 			}
 			if c.isJoin(n) && (n.LLM.Session == SessionInherit || n.LLM.Session == SessionInheritIfAvailable || n.LLM.Session == SessionFork) {
-				c.nodeErr(n.ID, SevError, InheritAtJoin, "use session: fresh or artifacts_only at a convergence point",
+				start, end := c.propSpan(n.ID, "session")
+				d := c.errorf(start, end, InheritAtJoin, "use session: fresh or artifacts_only at a convergence point",
 					"node %q has session: %s but is a convergence point; only fresh, artifacts_only or persist are allowed", n.ID, n.LLM.Session)
+				d.NodeID = n.ID
 			}
 		case NodeRouter:
 			if n.Router.Mode == RouterLLM && n.LLM.Model == "" && n.LLM.Backend == "" && w.DefaultBackend == "" {
@@ -662,17 +679,28 @@ func (c *compiler) isJoin(n *Node) bool {
 	return len(preds) > 1
 }
 
+// propSpan returns the span of a node property's value, or of the node's
+// name when the property is absent.
+func (c *compiler) propSpan(id, prop string) (Pos, Pos) {
+	d := c.nodeDecls[id]
+	start, end := d.Name.Start, d.Name.End
+	for _, p := range d.Props {
+		if p.Key.Name == prop && p.Value != nil {
+			start, end = p.Value.Span()
+		}
+	}
+	return start, end
+}
+
 func (c *compiler) checkAsyncBackend(n *Node, backend string) {
-	d := c.nodeDecls[n.ID]
 	if asyncIncapable[backend] {
-		start, end := d.Name.Start, d.Name.End
-		for _, p := range d.Props {
-			if p.Key.Name == "backend" && p.Value != nil {
-				start, end = p.Value.Span()
-			}
+		start, end := c.propSpan(n.ID, "backend")
+		origin := ""
+		if n.LLM.Backend == "" {
+			origin = " (the workflow's default_backend)"
 		}
 		diag := c.errorf(start, end, AsyncBackend, "use backend claw, claude_code or pi, or drop interaction: async",
-			"%s %q: primary backend %q cannot serve interaction: async: ask_user_async and await_answers are unavailable", n.Kind, n.ID, backend)
+			"%s %q: primary backend %q%s cannot serve interaction: async: ask_user_async and await_answers are unavailable", n.Kind, n.ID, backend, origin)
 		diag.NodeID = n.ID
 	}
 	for _, fb := range c.fallbackBackends[n.ID] {
@@ -689,13 +717,7 @@ func (c *compiler) checkAwaitFrom(n *Node) {
 	if from == "" {
 		return
 	}
-	d := c.nodeDecls[n.ID]
-	start, end := d.Name.Start, d.Name.End
-	for _, p := range d.Props {
-		if p.Key.Name == "from" && p.Value != nil {
-			start, end = p.Value.Span()
-		}
-	}
+	start, end := c.propSpan(n.ID, "from")
 	src := c.w.nodes[from]
 	switch {
 	case src == nil:

@@ -32,6 +32,7 @@ func (c *compiler) compileNodes() {
 		case NodeRouter:
 			c.routerProps(n, d, props)
 		case NodeTool:
+			c.timeoutProp(n, props["timeout"])
 			n.Tool = &Tool{}
 			if p := props["command"]; p != nil {
 				if lit, ok := p.Value.(*StringLit); ok {
@@ -280,7 +281,7 @@ func (c *compiler) humanProps(n *Node, d *NodeDecl, props map[string]*Property) 
 			c.errorf(d.Name.Start, d.Name.End, MissingModel, `add model: "anthropic/claude-sonnet-4-6" (or backend:)`, "human %q answered by a model (interaction: %s) must set model or backend", n.ID, h.Interaction)
 		}
 		if n.Output == nil {
-			c.errorf(d.Name.Start, d.Name.End, MissingModel, "add output: <schema> describing the answers", "human %q answered by a model (interaction: %s) needs output:", n.ID, h.Interaction)
+			c.errorf(d.Name.Start, d.Name.End, ErrMissingProp, "add output: <schema> describing the answers", "human %q answered by a model (interaction: %s) needs output:", n.ID, h.Interaction)
 		}
 	} else {
 		for _, k := range []string{"model", "backend", "system"} {

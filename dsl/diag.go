@@ -76,6 +76,12 @@ type Diagnostic struct {
 	NodeID string
 	// EdgeID names the edge concerned ("from->to"), if any.
 	EdgeID string
+
+	// fatal marks a limit that stopped the phase; it survives the cap so
+	// the reader learns why the rest of the file was not checked.
+	fatal bool
+	// more is, on an E092 summary, how many diagnostics it stands for.
+	more int
 }
 
 // Error renders the diagnostic as a single line: file:line:col: severity [code]: summary.
@@ -157,6 +163,14 @@ func (s *diagSink) add(sev Severity, code Code, r Range, summary, hint string) *
 	}
 	s.diags = append(s.diags, d)
 	return d
+}
+
+// addFatal records a diagnostic that stopped the phase, past the cap.
+func (s *diagSink) addFatal(code Code, r Range, summary, hint string) {
+	if r.File == "" {
+		r.File = s.file
+	}
+	s.diags = append(s.diags, &Diagnostic{Severity: SevError, Code: code, Stage: s.stage, Summary: summary, Detail: hint, Subject: r, fatal: true})
 }
 
 func (s *diagSink) full() bool { return s.max > 0 && len(s.diags) >= s.max }

@@ -49,6 +49,7 @@ type lexer struct {
 
 	profile      int  // 1 unless a dsl: 2 header was read
 	strictEscape bool // "## strict-escape: on" among the leading comments
+	strictAt     Pos  // where that comment is
 	seenCode     bool // a significant line has been lexed
 	profilePos   Pos  // position of the profile header, if any
 	stopped      bool // a fatal limit was hit; emit EOF
@@ -112,7 +113,7 @@ func (l *lexer) errorf(start, end Pos, code Code, hint, format string, args ...a
 func (l *lexer) emit(t token) {
 	if len(l.toks) >= MaxTokens && t.kind != tokEOF && t.kind != tokDedent && t.kind != tokNewline {
 		if !l.stopped {
-			l.errorf(t.pos, t.end, ErrTooLarge, "split the workflow into smaller files", "file has more than %d tokens", MaxTokens)
+			l.diags.addFatal(ErrTooLarge, Range{Start: t.pos, End: t.end}, fmt.Sprintf("file has more than %d tokens; the rest was not read", MaxTokens), "split the workflow into smaller files")
 			l.stopped = true
 		}
 		return
@@ -194,21 +195,23 @@ func lexLineStart(l *lexer) stateFn {
 }
 
 func (l *lexer) fatalDepth(at Pos) {
-	l.errorf(at, at, ErrTooDeep, "flatten the structure", "nesting deeper than %d levels", MaxDepth)
+	l.diags.addFatal(ErrTooDeep, Range{Start: at, End: at}, fmt.Sprintf("nesting deeper than %d levels; the rest was not read", MaxDepth), "flatten the structure")
 	l.stopped = true
 }
 
 // lexComment skips a # or ## comment to the end of the line. A leading
 // "## strict-escape: on" comment opts a profile 1 file into escape decoding.
 func (l *lexer) lexComment() {
+	startPos := l.here()
 	start := l.pos
 	for r := l.peek(); r != '\n' && r != eof; r = l.peek() {
 		l.next()
 	}
 	if !l.seenCode {
 		text := strings.TrimSpace(strings.TrimLeft(l.src[start:l.pos], "#"))
-		if text == "strict-escape: on" {
-			l.strictEscape = true
+		switch strings.Join(strings.Fields(text), "") {
+		case "strict-escape:on", "strict-escape=on":
+			l.strictEscape, l.strictAt = true, startPos
 		}
 	}
 }
@@ -259,7 +262,7 @@ func lexInLine(l *lexer) stateFn {
 		case strings.ContainsRune("[{(", r):
 			l.next()
 			l.depth++
-			if len(l.indents)+l.depth > MaxDepth {
+			if len(l.indents)-1+l.depth > MaxDepth {
 				l.fatalDepth(start)
 				return lexEOF
 			}
@@ -333,7 +336,7 @@ func (l *lexer) profileHeader(line []token) {
 	}
 	l.profile = n
 	if n == 2 && l.strictEscape {
-		l.errorf(line[0].pos, line[2].end, ErrStrictEscapeInProfile2, "delete the strict-escape comment: profile 2 always decodes escapes", "the strict-escape directive is a profile 1 option and has no place in a profile 2 file")
+		l.errorf(l.strictAt, l.strictAt, ErrStrictEscapeInProfile2, "delete the strict-escape comment: profile 2 always decodes escapes", "the strict-escape directive is a profile 1 option and has no place in a profile 2 file")
 	}
 }
 

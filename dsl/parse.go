@@ -34,7 +34,7 @@ func Parse(name string, src []byte) (*File, Diagnostics) {
 	sink := &diagSink{file: name, stage: StageParse, max: MaxDiagnostics}
 	f := &File{Name: name, Profile: 1}
 	if len(src) > MaxFileSize {
-		sink.add(SevError, ErrTooLarge, Range{File: name, Start: Pos{Line: 1, Col: 1}, End: Pos{Line: 1, Col: 1}},
+		sink.addFatal(ErrTooLarge, Range{File: name, Start: Pos{Line: 1, Col: 1}, End: Pos{Line: 1, Col: 1}},
 			fmt.Sprintf("file is %d bytes, more than the limit of %d", len(src), MaxFileSize),
 			"split the workflow or move long prompts out of it")
 		return f, finish(sink)
@@ -48,6 +48,23 @@ func Parse(name string, src []byte) (*File, Diagnostics) {
 	f.Profile = l.profile
 	p := &parser{toks: l.toks, diags: sink, file: f}
 	p.parseFile()
+	if l.stopped {
+		// The lexer stopped at a limit: what the parser says past that
+		// point is about a truncated file, so it is left out.
+		var at Pos
+		for _, d := range sink.diags {
+			if d.fatal {
+				at = d.Subject.Start
+			}
+		}
+		kept := sink.diags[:0]
+		for _, d := range sink.diags {
+			if d.fatal || d.Subject.Start.Before(at) {
+				kept = append(kept, d)
+			}
+		}
+		sink.diags = kept
+	}
 	return f, finish(sink)
 }
 
@@ -61,6 +78,7 @@ func finish(s *diagSink) Diagnostics {
 			Severity: SevError, Code: ErrTooManyDiags, Stage: s.stage, Subject: last.Subject,
 			Summary: fmt.Sprintf("too many problems: %d more not shown", s.dropped),
 			Detail:  "fix the problems above and validate again",
+			more:    s.dropped,
 		})
 	}
 	return ds
@@ -151,7 +169,7 @@ func (p *parser) endOfLine() {
 
 // file = { decl } .
 func (p *parser) parseFile() {
-	sawDecl := false
+	sawDecl, sawHeader := false, false
 	for {
 		t := p.peek()
 		switch {
@@ -165,9 +183,13 @@ func (p *parser) parseFile() {
 			p.skipBlock()
 			continue
 		case t.kind == tokIdent && t.text == "dsl" && p.peekN(1).kind == tokColon:
-			if sawDecl {
-				p.errorAt(t.pos, t.end, ErrProfileNotFirst, "move the dsl: header to the first line of the file", "the profile header must come before every declaration")
+			switch {
+			case sawHeader:
+				p.errorAt(t.pos, t.end, ErrProfileNotFirst, "keep one dsl: header", "duplicate dsl: header; the first one is kept")
+			case sawDecl:
+				p.errorAt(t.pos, t.end, ErrProfileNotFirst, "move the dsl: header to the first line of the file", "the profile header must come before every declaration; everything above it was read as profile 1")
 			}
+			sawHeader = true
 			p.skipLine()
 			continue
 		}
