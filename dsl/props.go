@@ -99,7 +99,9 @@ func supportedNames(table map[string]bool) []string {
 // nearest returns the candidate closest to name by edit distance, or "" when
 // none is close enough to be a plausible typo.
 func nearest(name string, candidates []string) string {
-	best, bestD := "", len(name)/2+2
+	// A typo is a few edits: at most a third of the name, and at least two
+	// (a transposition), so "finalize" does not suggest "fail".
+	best, bestD := "", max(2, len(name)/3)+1
 	for _, c := range candidates {
 		if diff := len(c) - len(name); diff >= bestD || -diff >= bestD {
 			continue // the distance is at least the difference in length
