@@ -2,6 +2,13 @@
 // compute node expr: fields, edge guards (when "…"), fallback routes and
 // loop caps.
 //
+// The language is upstream iterion's, so guards and compute fields written
+// for it mean the same here. It is not expr-lang: upstream's lambdas
+// (x => …), its truthiness (the string "no" is false), integer division,
+// string + number concatenation, and bare names read as input fields would
+// each need a rewrite of the source or a change of meaning, so a small
+// parser of our own is the smaller and safer thing to own.
+//
 // # Syntax
 //
 // From lowest to highest precedence:
