@@ -127,7 +127,7 @@ any file has errors or cannot be read, 2 on a usage error.`,
 			if len(args) == 0 {
 				return usageError{errors.New("validate needs at least one workflow file")}
 			}
-			return validate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, asJSON)
+			return validate(cmd.OutOrStdout(), args, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"diagnostics\": [...]} as JSON instead of text")
@@ -136,24 +136,23 @@ any file has errors or cannot be read, 2 on a usage error.`,
 
 // validate checks files and reports. It returns exitCodeError(1) when any
 // file has errors.
-func validate(stdout, stderr io.Writer, files []string, asJSON bool) error {
-	all := dsl.Diagnostics{}
+func validate(stdout io.Writer, files []string, asJSON bool) error {
+	all := []dsl.JSONDiagnostic{}
 	failed := false
 	for _, name := range files {
 		src, err := readWorkflow(name)
 		if err != nil {
 			failed = true
-			d := &dsl.Diagnostic{Severity: dsl.SevError, Code: dsl.ErrUnexpected, Stage: dsl.StageParse,
-				Summary: err.Error(), Subject: dsl.Range{File: name}}
-			d.Detail = "check the path; workflow files end in .bot (or .iter)"
-			all = append(all, d)
+			// Not a diagnostic of the language: the file could not be read.
+			all = append(all, dsl.JSONDiagnostic{Source: "file", Severity: "error", File: name,
+				Message: err.Error(), Hint: "check the path; workflow files end in .bot (or .iter)"})
 			if !asJSON {
 				fmt.Fprintf(stdout, "%s: error: %v\n", name, err)
 			}
 			continue
 		}
 		w, ds := dsl.CompileSource(name, src)
-		all = append(all, ds...)
+		all = append(all, ds.JSON()...)
 		if ds.HasErrors() {
 			failed = true
 		}
@@ -164,21 +163,20 @@ func validate(stdout, stderr io.Writer, files []string, asJSON bool) error {
 			return err
 		}
 		errs, warns := ds.Count()
-		switch {
-		case errs > 0:
+		if errs > 0 {
 			fmt.Fprintf(stdout, "%s: %s, %s\n", name, plural(errs, "error"), plural(warns, "warning"))
-		case w != nil:
-			fmt.Fprintf(stdout, "%s: ok: workflow %q, %s, %s", name, w.Name, plural(len(w.Nodes), "node"), plural(len(w.Edges), "edge"))
-			if warns > 0 {
-				fmt.Fprintf(stdout, ", %s", plural(warns, "warning"))
-			}
-			fmt.Fprintln(stdout)
+			continue
 		}
+		fmt.Fprintf(stdout, "%s: ok: workflow %q, %s, %s", name, w.Name, plural(len(w.Nodes), "node"), plural(len(w.Edges), "edge"))
+		if warns > 0 {
+			fmt.Fprintf(stdout, ", %s", plural(warns, "warning"))
+		}
+		fmt.Fprintln(stdout)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"diagnostics": all.JSON()}); err != nil {
+		if err := enc.Encode(map[string]any{"diagnostics": all}); err != nil {
 			return err
 		}
 	}

@@ -150,6 +150,33 @@ func TestValidateUsageAndIO(t *testing.T) {
 	}
 }
 
+func TestValidateJSONUnreadable(t *testing.T) {
+	code, out, _ := runCLI(t, "validate", "--json", "/nonexistent/x.bot")
+	if code != exitError {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var got struct {
+		Diagnostics []map[string]any `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Diagnostics) != 1 {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if d := got.Diagnostics[0]; d["source"] != "file" || d["severity"] != "error" || !strings.Contains(d["message"].(string), "no such file") {
+		t.Errorf("diagnostic = %v", d)
+	}
+}
+
+func TestValidateIterExtension(t *testing.T) {
+	src, err := os.ReadFile("../../examples/async-questions/main.bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "legacy.iter", string(src))
+	if code, out, _ := runCLI(t, "validate", path); code != exitOK {
+		t.Errorf("exit %d for a .iter file:\n%s", code, out)
+	}
+}
+
 func TestValidateSeveralFilesOneBad(t *testing.T) {
 	bad := writeFile(t, "bad.bot", badWorkflow)
 	code, out, _ := runCLI(t, "validate", "../../examples/nightly/main.bot", bad)
