@@ -227,7 +227,7 @@ func (c *compiler) loop(lc *LoopClause) *Loop {
 			var err error
 			e, err = expr.Parse(r.Namespace + "." + strings.Join(r.Path, "."))
 			if err != nil {
-				c.errorAtValue(v, BadTemplate, "", "%s: %v", where, err)
+				c.errorAtValue(v, BadTemplate, `write the bound as a number or one reference, such as "{{vars.max_rounds}}"`, "%s: %v", where, err)
 				return nil
 			}
 			c.addSite("", nil, where, templateSiteRefs(t, v))

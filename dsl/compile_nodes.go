@@ -387,7 +387,7 @@ func (c *compiler) expression(lit *StringLit, where string) *expr.Expr {
 	if err != nil {
 		pe, ok := err.(*expr.Error)
 		if !ok {
-			c.errorf(lit.Start, lit.End, BadExpression, "", "%s: invalid expression: %v", where, err)
+			c.errorf(lit.Start, lit.End, BadExpression, "check the expression syntax", "%s: invalid expression: %v", where, err)
 			return nil
 		}
 		c.errorf(lit.PosAt(pe.Offset), lit.PosAt(pe.End), BadExpression,

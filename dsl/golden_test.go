@@ -118,6 +118,11 @@ func TestCodes(t *testing.T) {
 			if !found {
 				t.Errorf("bad.bot: no %s at %s; got:\n%s", code, where, RenderString(ds, map[string][]byte{"bad.bot": bad}))
 			}
+			for _, d := range ds {
+				if d.Detail == "" {
+					t.Errorf("bad.bot: diagnostic without a fix hint: %v", d)
+				}
+			}
 
 			good := archiveFile(t, ar, "good.bot")
 			_, ds = CompileSource("good.bot", good)

@@ -113,9 +113,9 @@ func (p *parser) errorAt(start, end Pos, code Code, hint, format string, args ..
 }
 
 // unexpected reports the current token as out of place.
-func (p *parser) unexpected(want string) {
+func (p *parser) unexpected(want, hint string) {
 	t := p.peek()
-	p.errorAt(t.pos, t.end, ErrUnexpected, "", "unexpected %s, expected %s", t.describe(), want)
+	p.errorAt(t.pos, t.end, ErrUnexpected, hint, "unexpected %s, expected %s", t.describe(), want)
 }
 
 // skipLine discards the rest of the current line and any block nested
@@ -234,7 +234,7 @@ func (p *parser) parseFile() {
 				}
 				p.errorAt(t.pos, t.end, ErrUnknownDecl, hint, "unknown declaration %q", t.text)
 			} else {
-				p.unexpected("a declaration")
+				p.unexpected("a declaration", "start each declaration in the first column with a keyword such as agent, schema or workflow")
 			}
 			p.skipLine()
 		}
@@ -443,7 +443,7 @@ func (p *parser) parsePresets() *PresetsDecl {
 		pr := &PresetDecl{Name: ident(p.next())}
 		p.next()
 		if p.peek().kind != tokNewline {
-			p.unexpected("end of line after the preset name")
+			p.unexpected("end of line after the preset name", "write the preset name alone, then its var: value lines indented below")
 			p.skipLine()
 			continue
 		}
@@ -466,7 +466,7 @@ func (p *parser) parseNode() *NodeDecl {
 	}
 	d := &NodeDecl{Kind: kw, Name: name}
 	if p.peek().kind != tokNewline && p.peek().kind != tokEOF {
-		p.unexpected("end of line after the node header")
+		p.unexpected("end of line after the node header", "put each property on its own indented line below the header")
 		p.skipLine()
 		return d
 	}
@@ -652,7 +652,7 @@ func (p *parser) parseValue() Value {
 		}
 		return nil
 	}
-	p.errorAt(t.pos, t.end, ErrExpectedValue, "", "expected a value, found %s", t.describe())
+	p.errorAt(t.pos, t.end, ErrExpectedValue, `write a value: "text", a name, a number, true/false, [a, b] or { key: "value" }`, "expected a value, found %s", t.describe())
 	return nil
 }
 
@@ -881,7 +881,7 @@ func (p *parser) parseEdge() *EdgeStmt {
 			clauses = true
 			p.next()
 			if p.peek().kind != tokLBrace {
-				p.unexpected(`"{" after with`)
+				p.unexpected(`"{" after with`, `write with { key: "value" }`)
 				p.skipLine()
 				return nil
 			}
