@@ -52,8 +52,8 @@ func checkPositions(t *testing.T, src []byte, ds Diagnostics) {
 		if n := utf8.RuneCountInString(lines[p.Line-1]); p.Col < 1 || p.Col > n+1 {
 			t.Fatalf("%v: column %d outside line %d of %d characters", d, p.Col, p.Line, n)
 		}
-		if d.Summary == "" || d.Code == "" {
-			t.Fatalf("diagnostic without code or message: %#v", d)
+		if d.Summary == "" || d.Code == "" || d.Detail == "" {
+			t.Fatalf("diagnostic without code, message or fix hint: %#v", d)
 		}
 	}
 	if len(ds) > MaxDiagnostics+1 {
