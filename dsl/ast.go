@@ -99,6 +99,7 @@ type UnsupportedDecl struct {
 	Name Ident
 }
 
+// Keyword implements Decl.
 func (d *PromptDecl) Keyword() Ident      { return d.Kw }
 func (d *SchemaDecl) Keyword() Ident      { return d.Kw }
 func (d *VarsDecl) Keyword() Ident        { return d.Kw }
@@ -236,6 +237,7 @@ type BlockLit struct {
 	End   Pos
 }
 
+// Span implements Value.
 func (v *StringLit) Span() (Pos, Pos) { return v.Start, v.End }
 func (v *WordLit) Span() (Pos, Pos)   { return v.Start, v.End }
 func (v *NumberLit) Span() (Pos, Pos) { return v.Start, v.End }

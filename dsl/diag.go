@@ -112,7 +112,7 @@ func (ds Diagnostics) HasErrors() bool {
 	return false
 }
 
-// Errors returns the number of errors and of warnings in ds.
+// Count returns the number of errors and of warnings in ds.
 func (ds Diagnostics) Count() (errs, warns int) {
 	for _, d := range ds {
 		if d.Severity == SevError {

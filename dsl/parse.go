@@ -68,20 +68,19 @@ func Parse(name string, src []byte) (*File, Diagnostics) {
 	return f, finish(sink)
 }
 
-// finish sorts a sink's diagnostics and notes any that were dropped.
+// finish sorts a sink's diagnostics, notes any that were dropped, and
+// applies the cap (fatal ones always kept).
 func finish(s *diagSink) Diagnostics {
 	ds := s.diags
-	ds.Sort()
 	if s.dropped > 0 {
-		last := ds[len(ds)-1]
 		ds = append(ds, &Diagnostic{
-			Severity: SevError, Code: ErrTooManyDiags, Stage: s.stage, Subject: last.Subject,
+			Severity: SevError, Code: ErrTooManyDiags, Stage: s.stage, Subject: ds[len(ds)-1].Subject,
 			Summary: fmt.Sprintf("too many problems: %d more not shown", s.dropped),
 			Detail:  "fix the problems above and validate again",
 			more:    s.dropped,
 		})
 	}
-	return ds
+	return capDiagnostics(ds)
 }
 
 type parser struct {
