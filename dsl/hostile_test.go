@@ -92,6 +92,7 @@ func BenchmarkHostile(b *testing.B) {
 	for name, src := range hostileInputs() {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
 			for b.Loop() {
 				CompileSource("h.bot", src)
 			}
