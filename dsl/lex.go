@@ -259,35 +259,23 @@ func lexInLine(l *lexer) stateFn {
 			l.lexNumber(start)
 		case isWordStart(r):
 			l.lexWord(start)
-		case strings.ContainsRune("[{(", r):
+		case opening[r] != 0:
 			l.next()
 			l.depth++
 			if len(l.indents)-1+l.depth > MaxDepth {
 				l.fatalDepth(start)
 				return lexEOF
 			}
-			l.emitSimple(map[rune]tokenKind{'[': tokLBrack, '{': tokLBrace, '(': tokLParen}[r], start)
-		case strings.ContainsRune("]})", r):
+			l.emitSimple(opening[r], start)
+		case closing[r] != 0:
 			l.next()
 			if l.depth > 0 {
 				l.depth--
 			}
-			l.emitSimple(map[rune]tokenKind{']': tokRBrack, '}': tokRBrace, ')': tokRParen}[r], start)
-		case r == ':':
+			l.emitSimple(closing[r], start)
+		case punctuation[r] != 0:
 			l.next()
-			l.emitSimple(tokColon, start)
-		case r == ',':
-			l.next()
-			l.emitSimple(tokComma, start)
-		case r == '.':
-			l.next()
-			l.emitSimple(tokDot, start)
-		case r == '=':
-			l.next()
-			l.emitSimple(tokAssign, start)
-		case r == '|':
-			l.next()
-			l.emitSimple(tokPipe, start)
+			l.emitSimple(punctuation[r], start)
 		default:
 			l.next()
 			l.errorf(start, l.here(), ErrBadChar, "remove it, or quote the value that contains it", "unexpected character %q", r)
@@ -566,6 +554,13 @@ func lexEOF(l *lexer) stateFn {
 	l.emit(token{kind: tokEOF, pos: l.here(), end: l.here()})
 	return nil
 }
+
+// The one-character tokens.
+var (
+	opening     = map[rune]tokenKind{'[': tokLBrack, '{': tokLBrace, '(': tokLParen}
+	closing     = map[rune]tokenKind{']': tokRBrack, '}': tokRBrace, ')': tokRParen}
+	punctuation = map[rune]tokenKind{':': tokColon, ',': tokComma, '.': tokDot, '=': tokAssign, '|': tokPipe}
+)
 
 func isDigit(r rune) bool     { return r >= '0' && r <= '9' }
 func isHex(r rune) bool       { return isDigit(r) || (r >= 'a' && r <= 'f') || (r >= 'A' && r <= 'F') }
