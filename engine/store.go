@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Store is what the engine needs from storage. Each method is one intent,
+// carried out in one transaction, so that a move to another store (the
+// PostgreSQL plan) is a new implementation and not a rewrite: nothing reads
+// a record in one call and writes it back in another. Implementations must
+// pass store.RunConformance.
+//
+// Whatever is acknowledged to a person or another system (an answer
+// accepted, a question posted, a run paused or finished) is on disk when
+// the method returns; Change.Sync asks the same of a state change.
+type Store interface {
+	// CreateRun stores a new run with its first events. It fails with
+	// ErrRunExists when the id is taken.
+	CreateRun(ctx context.Context, run *Run, events []Event) error
+	// Run returns a run, or ErrNotFound.
+	Run(ctx context.Context, id string) (*Run, error)
+	// Runs lists runs, newest first.
+	Runs(ctx context.Context, f RunFilter) ([]*Run, error)
+	// Acquire takes the owner lease of a run for owner: the generation is
+	// incremented, so writes of any earlier owner are refused from now on.
+	Acquire(ctx context.Context, runID, owner string) (*Run, error)
+	// Commit applies one state change of a run atomically. It fails with
+	// ErrStaleOwner unless the stored generation is c.Generation.
+	Commit(ctx context.Context, c Change) error
+	// Checkpoint returns the run's last checkpoint, nil when there is none.
+	Checkpoint(ctx context.Context, runID string) ([]byte, error)
+
+	// PostQuestion stores a new pending async question of a node under the
+	// next id <run>_<node>_async_<n>, with its human_input_requested event
+	// and, for the run's channels, a question_posted outbox row.
+	PostQuestion(ctx context.Context, q PostRequest) (*Interaction, error)
+	// Answer records the first answer to an async question: a
+	// compare-and-set from pending to answered, the node-scoped inbox message
+	// for the asking node, the interaction_answered event and the
+	// question_answered outbox row, all in one transaction. A second answer
+	// fails with an *AlreadyAnsweredError (errors.Is ErrAlreadyAnswered);
+	// a blocking or await interaction with ErrNotAsync; an empty text with
+	// ErrEmptyAnswer; an unknown run or question with ErrNotFound.
+	Answer(ctx context.Context, a AnswerRequest) (*AnswerResult, error)
+	// Interaction returns one interaction, or ErrNotFound.
+	Interaction(ctx context.Context, runID, id string) (*Interaction, error)
+	// Interactions returns the run's interactions, oldest first.
+	Interactions(ctx context.Context, runID string) ([]*Interaction, error)
+	// Pending returns the run's pending async questions, oldest first,
+	// those of nodeID only when it is not empty.
+	Pending(ctx context.Context, runID, nodeID string) ([]*Interaction, error)
+	// DrainInbox marks the queued messages for nodeID (and those for any
+	// node) delivered and returns them in the order they were queued.
+	DrainInbox(ctx context.Context, runID, nodeID string) ([]InboxMessage, error)
+	// Events returns up to limit events with Seq > after, in order.
+	Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error)
+
+	// DueOutbox returns up to limit outbox rows due at now, oldest first.
+	DueOutbox(ctx context.Context, now time.Time, limit int) ([]OutboxRow, error)
+	// AckOutbox deletes a performed outbox row.
+	AckOutbox(ctx context.Context, id string) error
+	// RetryOutbox counts a failed attempt and postpones the row to next.
+	RetryOutbox(ctx context.Context, id string, next time.Time) error
+}
+
+// RunFilter selects runs. Zero fields select everything.
+type RunFilter struct {
+	Status Status
+	Limit  int
+}
+
+// Change is one state change of a run, written atomically.
+type Change struct {
+	RunID      string
+	Generation int64
+	// Status, when set, becomes the run's status; FailureCode and Error are
+	// written with it (and cleared by a non-failure status).
+	Status      Status
+	FailureCode string
+	Error       string
+	// Checkpoint, when not nil, replaces the run's checkpoint.
+	Checkpoint []byte
+	// Events are appended; the store assigns their Seq.
+	Events []Event
+	// Interactions are stored as given (blocking and await pauses).
+	Interactions []*Interaction
+	// Outbox rows are stored as given; the store assigns missing ids.
+	Outbox []OutboxRow
+	// Sync makes the change durable before Commit returns.
+	Sync bool
+}
+
+// PostRequest asks the store to post an async question.
+type PostRequest struct {
+	RunID      string
+	Generation int64
+	NodeID     string
+	// Questions holds QuestionKey and the optional presentation keys.
+	Questions map[string]any
+	// Event data beyond interaction_id, questions and async: true.
+	BranchID string
+}
+
+// AnswerRequest is an answer to an async question from some channel.
+type AnswerRequest struct {
+	RunID         string
+	InteractionID string
+	Text          string
+	// By and Via name the responder and the channel (cli, api, github, slack, admin).
+	By  string
+	Via string
+}
+
+// AnswerResult reports what an accepted answer did.
+type AnswerResult struct {
+	Interaction *Interaction
+	// Message is the inbox message queued for the asking node.
+	Message InboxMessage
+	// Resumed is set by the engine when the answer also resumed a run that
+	// was paused on an await interaction.
+	Resumed bool
+}

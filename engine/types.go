@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Status is the status of a run.
+type Status string
+
+// Run statuses (upstream's names).
+const (
+	StatusRunning            Status = "running"
+	StatusPausedWaitingHuman Status = "paused_waiting_human"
+	StatusFinished           Status = "finished"
+	StatusFailed             Status = "failed"
+	StatusFailedResumable    Status = "failed_resumable"
+	StatusCancelled          Status = "cancelled"
+)
+
+// Terminal reports whether a run in status s has stopped for good or
+// until someone resumes it: finished, failed, failed_resumable, cancelled.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusFinished, StatusFailed, StatusFailedResumable, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Resumable reports whether a run in status s can be resumed.
+func (s Status) Resumable() bool {
+	switch s {
+	case StatusPausedWaitingHuman, StatusFailedResumable, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Failure codes recorded with a failed run (upstream's, ADR-095). The set
+// is open: fail nodes add codes of their own.
+const (
+	CodeNodeNotFound          = "NODE_NOT_FOUND"
+	CodeNoOutgoingEdge        = "NO_OUTGOING_EDGE"
+	CodeLoopExhausted         = "LOOP_EXHAUSTED"
+	CodeBudgetExceeded        = "BUDGET_EXCEEDED"
+	CodeExecutionFailed       = "EXECUTION_FAILED"
+	CodeTimeout               = "TIMEOUT"
+	CodeCancelled             = "CANCELLED"
+	CodeInterrupted           = "INTERRUPTED"
+	CodeJoinFailed            = "JOIN_FAILED"
+	CodeResumeInvalid         = "RESUME_INVALID"
+	CodeSchemaValidation      = "SCHEMA_VALIDATION"
+	CodeRateLimited           = "RATE_LIMITED"
+	CodeExpressionFailed      = "EXPRESSION_FAILED"
+	CodeFailNode              = "FAIL_NODE"
+	CodeCapabilityUnsupported = "CAPABILITY_UNSUPPORTED"
+	CodeBackendUnavailable    = "BACKEND_UNAVAILABLE"
+)
+
+// Trigger says what started a run.
+type Trigger struct {
+	// Source is cli, api, github, slack or cron.
+	Source string `json:"source"`
+	// Repo, PR and CommentID locate a GitHub trigger.
+	Repo      string `json:"repo,omitempty"`
+	PR        int    `json:"pr,omitempty"`
+	CommentID int64  `json:"comment_id,omitempty"`
+	// Schedule names a cron schedule.
+	Schedule string `json:"schedule,omitempty"`
+	// Actor is who started the run, as the channel names them.
+	Actor string `json:"actor,omitempty"`
+}
+
+// Run is the record of one execution of a workflow.
+type Run struct {
+	ID           string         `json:"id"`
+	Workflow     string         `json:"workflow"`
+	WorkflowHash string         `json:"workflow_hash"`
+	File         string         `json:"file,omitempty"`
+	Status       Status         `json:"status"`
+	FailureCode  string         `json:"failure_code,omitempty"`
+	Error        string         `json:"error,omitempty"`
+	Vars         map[string]any `json:"vars,omitempty"`
+	Trigger      Trigger        `json:"trigger"`
+	// Channels are the outside channels the run is attached to ("github",
+	// "slack"); outbox rows are written only for them. A run started from
+	// the CLI alone has none.
+	Channels []string `json:"channels,omitempty"`
+	// Owner and Generation are the owner lease: every write names the
+	// generation it holds, and a stale owner's writes are refused.
+	Owner      string    `json:"owner,omitempty"`
+	Generation int64     `json:"generation"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// InteractionKind tells a blocking pause from an async question and from
+// the synthetic pause of the await_answers tool.
+type InteractionKind string
+
+// Interaction kinds (upstream's values).
+const (
+	KindBlocking InteractionKind = ""
+	KindAsync    InteractionKind = "async"
+	KindAwait    InteractionKind = "await"
+)
+
+// Question keys inside Interaction.Questions (upstream's).
+const (
+	// QuestionKey holds the question text of ask_user and ask_user_async,
+	// and the answer text under the same key.
+	QuestionKey = "ask_user_response"
+	// OptionsKey holds the offered options, a list of {id, label}.
+	OptionsKey = "_ask_user_options"
+	// FreeTextKey holds whether free text is allowed besides the options.
+	FreeTextKey = "_ask_user_allow_free_text"
+	// AwaitPendingKey lists, on an await pause, the pending async questions.
+	AwaitPendingKey = "_await_pending_interactions"
+)
+
+// Interaction is a question to a human: a blocking pause, an async
+// question, or an await pause.
+type Interaction struct {
+	ID     string          `json:"id"`
+	RunID  string          `json:"run_id"`
+	NodeID string          `json:"node_id"`
+	Kind   InteractionKind `json:"kind"`
+	// Seq is n in <run>_<node>_async_<n> for async questions, kept as a
+	// field so that ids are never parsed apart.
+	Seq         int            `json:"seq,omitempty"`
+	Questions   map[string]any `json:"questions"`
+	Answers     map[string]any `json:"answers,omitempty"`
+	RequestedAt time.Time      `json:"requested_at"`
+	AnsweredAt  time.Time      `json:"answered_at,omitzero"`
+	// AnsweredBy and Via say who answered and through which channel (cli,
+	// api, github, slack, admin).
+	AnsweredBy string `json:"answered_by,omitempty"`
+	Via        string `json:"via,omitempty"`
+	// Posts maps a channel to the external id of the post that carries the
+	// question (a PR comment id, a Slack channel/ts), for reply routing.
+	Posts map[string]string `json:"posts,omitempty"`
+}
+
+// Pending reports whether the interaction still waits for its answer.
+func (ix *Interaction) Pending() bool { return ix.AnsweredAt.IsZero() }
+
+// Question returns the question text.
+func (ix *Interaction) Question() string {
+	s, _ := ix.Questions[QuestionKey].(string)
+	return s
+}
+
+// Answer returns the answer text of an answered question.
+func (ix *Interaction) Answer() string {
+	s, _ := ix.Answers[QuestionKey].(string)
+	return s
+}
+
+// AsyncInteractionID is the id of the n-th async question of a node.
+func AsyncInteractionID(runID, nodeID string, n int) string {
+	return runID + "_" + nodeID + "_async_" + strconv.Itoa(n)
+}
+
+// PauseInteractionID is the id of a blocking pause of a node; iteration is
+// the node's loop iteration (0 outside loops).
+func PauseInteractionID(runID, nodeID string, iteration int) string {
+	if iteration > 0 {
+		return runID + "_" + nodeID + "_" + strconv.Itoa(iteration)
+	}
+	return runID + "_" + nodeID
+}
+
+// AnswerMessage is the inbox text that delivers an async answer to the
+// asking agent.
+func AnswerMessage(interactionID, question, answer string) string {
+	return fmt.Sprintf("[Answer to question %s] Q: %s — A: %s", interactionID, strconv.Quote(question), answer)
+}
+
+// InboxStatus is the state of a queued operator message.
+type InboxStatus string
+
+// Inbox statuses (upstream's).
+const (
+	InboxQueued    InboxStatus = "queued"
+	InboxDelivered InboxStatus = "delivered"
+	InboxConsumed  InboxStatus = "consumed"
+	InboxCancelled InboxStatus = "cancelled"
+)
+
+// InboxMessage is a message queued for a run's agent: an async answer or
+// an operator's note. NodeID set means it is delivered only to that node.
+type InboxMessage struct {
+	ID            string      `json:"id"`
+	RunID         string      `json:"run_id"`
+	NodeID        string      `json:"node_id,omitempty"`
+	InteractionID string      `json:"interaction_id,omitempty"`
+	Text          string      `json:"text"`
+	Status        InboxStatus `json:"status"`
+	Seq           int64       `json:"seq"`
+	QueuedAt      time.Time   `json:"queued_at"`
+	DeliveredAt   time.Time   `json:"delivered_at,omitzero"`
+}
+
+// Event names (upstream's).
+const (
+	EventRunStarted          = "run_started"
+	EventRunPaused           = "run_paused"
+	EventRunResumed          = "run_resumed"
+	EventRunFinished         = "run_finished"
+	EventRunFailed           = "run_failed"
+	EventRunCancelled        = "run_cancelled"
+	EventNodeStarted         = "node_started"
+	EventNodeFinished        = "node_finished"
+	EventEdgeSelected        = "edge_selected"
+	EventBranchStarted       = "branch_started"
+	EventBranchFinished      = "branch_finished"
+	EventJoinReady           = "join_ready"
+	EventArtifactWritten     = "artifact_written"
+	EventHumanInputRequested = "human_input_requested"
+	EventHumanAnswers        = "human_answers_recorded"
+	EventInteractionAnswered = "interaction_answered"
+	EventBudgetWarning       = "budget_warning"
+	EventBudgetExceeded      = "budget_exceeded"
+	EventUserMessageQueued   = "user_message_queued"
+	EventUserMessageDelivery = "user_message_delivered"
+)
+
+// Event is one entry of a run's event log. Seq is assigned by the store,
+// monotonic per run.
+type Event struct {
+	Seq      int64          `json:"seq"`
+	Time     time.Time      `json:"timestamp"`
+	Type     string         `json:"type"`
+	RunID    string         `json:"run_id"`
+	BranchID string         `json:"branch_id,omitempty"`
+	NodeID   string         `json:"node_id,omitempty"`
+	Data     map[string]any `json:"data,omitempty"`
+}
+
+// Outbox kinds: the state changes the outside world hears about.
+const (
+	OutboxQuestionPosted   = "question_posted"
+	OutboxQuestionAnswered = "question_answered"
+	OutboxRunPaused        = "run_paused"
+	OutboxRunFinished      = "run_finished"
+	OutboxRunFailed        = "run_failed"
+)
+
+// OutboxRow is a pending side effect (a PR comment, a Slack message),
+// written in the same transaction as the state change it reports and
+// performed later by the bot's outbox worker.
+type OutboxRow struct {
+	ID            string          `json:"id"`
+	Kind          string          `json:"kind"`
+	RunID         string          `json:"run_id"`
+	InteractionID string          `json:"interaction_id,omitempty"`
+	Channels      []string        `json:"channels"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	Attempts      int             `json:"attempts"`
+	NextAt        time.Time       `json:"next_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
+
+// Errors the store and the engine return; callers branch on them with
+// errors.Is.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrRunExists       = errors.New("run already exists")
+	ErrAlreadyAnswered = errors.New("question already answered")
+	ErrNotAsync        = errors.New("not an async question")
+	ErrEmptyAnswer     = errors.New("answer text is required")
+	ErrStaleOwner      = errors.New("run is owned by a newer owner")
+)
+
+// AlreadyAnsweredError says who answered a question first.
+type AlreadyAnsweredError struct {
+	InteractionID string
+	AnsweredBy    string
+	Via           string
+	AnsweredAt    time.Time
+}
+
+func (e *AlreadyAnsweredError) Error() string {
+	who := e.AnsweredBy
+	if who == "" {
+		who = "someone"
+	}
+	return fmt.Sprintf("question %s was already answered by %s via %s at %s", e.InteractionID, who, e.Via, e.AnsweredAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrAlreadyAnswered) hold.
+func (e *AlreadyAnsweredError) Is(target error) bool { return target == ErrAlreadyAnswered }
