@@ -33,7 +33,7 @@ func TestRender(t *testing.T) {
 		{"json of a list", "{{outputs.c.items}}", renderText, "[1,2]"},
 		{"shell quotes one word", "echo {{vars.name}}", renderShell, `echo 'it'\''s me'`},
 		{"raw is verbatim", "echo {{!vars.name}}", renderShell, "echo it's me"},
-		{"unresolved stays", "echo {{outputs.c.nope}}", renderShell, "echo {{outputs.c.nope}}"},
+		{"unresolved stays", "echo {{outputs.t.last}}", renderShell, "echo {{outputs.t.last}}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
