@@ -58,7 +58,6 @@ const (
 	CodeExpressionFailed      = "EXPRESSION_FAILED"
 	CodeFailNode              = "FAIL_NODE"
 	CodeCapabilityUnsupported = "CAPABILITY_UNSUPPORTED"
-	CodeBackendUnavailable    = "BACKEND_UNAVAILABLE"
 )
 
 // Trigger says what started a run.

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Backend runs one LLM node: an agent, a judge, an llm router or a
+// model-answered human node. The backends live in package backends; the
+// engine knows them only through this interface.
+type Backend interface {
+	// Execute runs the task to its end: a final output, an error, or a
+	// *NeedsInteractionError when the agent asked a blocking question.
+	Execute(ctx context.Context, task *Task) (*Result, error)
+	// Capabilities says what the backend supports.
+	Capabilities() Capabilities
+}
+
+// Capabilities are what a backend can do.
+type Capabilities struct {
+	// AsyncQuestions: it can expose ask_user_async and await_answers.
+	AsyncQuestions bool
+}
+
+// Task is one execution of an LLM node.
+type Task struct {
+	RunID     string
+	NodeID    string
+	Iteration int
+	// System and User are the rendered prompts.
+	System string
+	User   string
+	// OutputSchema is the JSON Schema of the output, nil for free text.
+	OutputSchema map[string]any
+	Model        string
+	Tools        []string
+	ToolMaxSteps int
+	MaxTokens    int
+	WorkDir      string
+	// Interaction is the node's interaction mode.
+	Interaction string
+
+	// InboxDrain returns the messages queued for this node since the last
+	// call (async answers, operator notes). Backends call it between turns
+	// and once more before accepting a final answer.
+	InboxDrain func(ctx context.Context) ([]string, error)
+	// PostQuestion, PendingQuestions and CollectAnswers are the async
+	// question closures; nil unless the node is interaction: async (tools
+	// must then fail explicitly, never do nothing).
+	PostQuestion     func(ctx context.Context, q AsyncQuestion) (string, error)
+	PendingQuestions func(ctx context.Context) ([]PendingQuestion, error)
+	CollectAnswers   func(ctx context.Context) (string, error)
+
+	// Resume fields: set when the node is re-invoked after a blocking
+	// ask_user pause was answered.
+	ResumeConversation     []byte
+	ResumePendingToolUseID string
+	ResumeAnswer           string
+}
+
+// AsyncQuestion is what ask_user_async posts.
+type AsyncQuestion struct {
+	Question      string
+	Options       []Option
+	AllowFreeText *bool
+}
+
+// Option is an offered answer.
+type Option struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// PendingQuestion is an async question still waiting for its answer.
+type PendingQuestion struct {
+	InteractionID string
+	Question      string
+}
+
+// Result is a node's successful outcome.
+type Result struct {
+	Output         map[string]any
+	Tokens         int64
+	CostUSD        float64
+	Duration       time.Duration
+	SessionID      string
+	EffectiveModel string
+}
+
+// NeedsInteractionError suspends a node on a blocking question (ask_user,
+// or await_answers with questions pending). The run pauses; the answer
+// resumes the same conversation.
+type NeedsInteractionError struct {
+	Question         string
+	Options          []Option
+	Conversation     []byte
+	PendingToolUseID string
+	// AwaitPending lists the pending async questions when the pause comes
+	// from the await_answers tool.
+	AwaitPending []PendingQuestion
+}
+
+func (e *NeedsInteractionError) Error() string {
+	return fmt.Sprintf("node needs a human answer: %s", e.Question)
+}
+
+// BackendError is a backend failure with the failure code it maps to.
+type BackendError struct {
+	Code      string
+	Err       error
+	retryable bool
+	// RetryAfter, when set, is the wait the provider asked for.
+	RetryAfter time.Duration
+}
+
+// NewBackendError wraps err with a failure code.
+func NewBackendError(code string, retryable bool, err error) *BackendError {
+	return &BackendError{Code: code, Err: err, retryable: retryable}
+}
+
+func (e *BackendError) Error() string { return e.Err.Error() }
+func (e *BackendError) Unwrap() error { return e.Err }
+
+// Retryable reports whether the same call may succeed later.
+func (e *BackendError) Retryable() bool { return e.retryable }
+
+// retryable is the one-method interface the engine's retry policy looks
+// for, so it never reads error text.
+type retryable interface{ Retryable() bool }
+
+// isRetryable reports whether err says it may succeed on a retry.
+func isRetryable(err error) bool {
+	var r retryable
+	return errors.As(err, &r) && r.Retryable()
+}

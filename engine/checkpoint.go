@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// checkpointVersion is the format version of the checkpoint JSON.
+const checkpointVersion = 1
+
+// checkpoint is the resumable state of a run between nodes: with the IR
+// and the store's records it is the whole run. It is written after every
+// node, so a crash re-runs at most the node that was executing.
+type checkpoint struct {
+	V  int `json:"v"`
+	IR int `json:"ir"`
+	// Node is the next node of the trunk to execute, with its input; a
+	// terminal target when the run is ending.
+	Node  string         `json:"node"`
+	Input map[string]any `json:"input,omitempty"`
+	// Outputs holds the latest output of every node that ran; History all
+	// outputs of nodes that ran more than once.
+	Outputs map[string]map[string]any `json:"outputs"`
+	History map[string][]any          `json:"history,omitempty"`
+	// Artifacts holds every published version, oldest first.
+	Artifacts map[string][]any `json:"artifacts,omitempty"`
+	// Loops counts the crossings of each loop; LoopPrev is the output that
+	// last crossed it.
+	Loops      map[string]int `json:"loops,omitempty"`
+	LoopPrev   map[string]any `json:"loop_prev,omitempty"`
+	RoundRobin map[string]int `json:"round_robin,omitempty"`
+	// Visits counts executions per node (a node's iteration).
+	Visits map[string]int `json:"visits,omitempty"`
+	// Emitted is the sticky registry of emit nodes: event → payload.
+	Emitted map[string]map[string]any `json:"emitted,omitempty"`
+
+	// Budget consumption, never reset on resume.
+	Iterations int64   `json:"iterations"`
+	Tokens     int64   `json:"tokens"`
+	CostUSD    float64 `json:"cost_usd"`
+	ElapsedNS  int64   `json:"elapsed_ns"`
+
+	// Pause describes the blocking question the run waits on.
+	Pause *pauseState `json:"pause,omitempty"`
+	// Gate is an await_answers node parked on the trunk, with its absolute
+	// deadline: a restart re-arms it with the same deadline.
+	Gate *gateState `json:"gate,omitempty"`
+}
+
+type pauseState struct {
+	InteractionID string          `json:"interaction_id"`
+	Node          string          `json:"node"`
+	Kind          InteractionKind `json:"kind"`
+	// Conversation and PendingToolUseID resume an LLM node's ask_user.
+	Conversation     []byte `json:"conversation,omitempty"`
+	PendingToolUseID string `json:"pending_tool_use_id,omitempty"`
+}
+
+type gateState struct {
+	Node     string    `json:"node"`
+	Deadline time.Time `json:"deadline"`
+}
+
+func newCheckpoint(w *dsl.Workflow) *checkpoint {
+	return &checkpoint{
+		V: checkpointVersion, IR: dsl.IRVersion, Node: w.Entry,
+		Outputs: map[string]map[string]any{}, History: map[string][]any{}, Artifacts: map[string][]any{},
+		Loops: map[string]int{}, LoopPrev: map[string]any{}, RoundRobin: map[string]int{},
+		Visits: map[string]int{}, Emitted: map[string]map[string]any{},
+	}
+}
+
+func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	var c checkpoint
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("decoding checkpoint: %w", err)
+	}
+	if c.V != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint format version %d is not supported (this build reads %d)", c.V, checkpointVersion)
+	}
+	if c.IR != dsl.IRVersion {
+		return nil, fmt.Errorf("checkpoint was written for IR version %d, this build runs %d", c.IR, dsl.IRVersion)
+	}
+	for _, m := range []*map[string]map[string]any{&c.Outputs, &c.Emitted} {
+		if *m == nil {
+			*m = map[string]map[string]any{}
+		}
+	}
+	if c.History == nil {
+		c.History = map[string][]any{}
+	}
+	if c.Artifacts == nil {
+		c.Artifacts = map[string][]any{}
+	}
+	if c.Loops == nil {
+		c.Loops = map[string]int{}
+	}
+	if c.LoopPrev == nil {
+		c.LoopPrev = map[string]any{}
+	}
+	if c.RoundRobin == nil {
+		c.RoundRobin = map[string]int{}
+	}
+	if c.Visits == nil {
+		c.Visits = map[string]int{}
+	}
+	return &c, nil
+}
+
+func (c *checkpoint) encode() ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding checkpoint: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// Options configure an Engine. The zero value of each field means the
+// default documented on it; Store is required.
+type Options struct {
+	// Store keeps runs, checkpoints, interactions, the inbox and events.
+	Store Store
+	// Backends maps backend names (claw, claude_code, pi, …) to their
+	// implementations. nil means none: LLM nodes then fail with a clear
+	// "backend not available" error.
+	Backends map[string]Backend
+	// DefaultBackend is used when neither the node nor the workflow names
+	// one. "" means claw.
+	DefaultBackend string
+	// Clock returns the current time. nil means time.Now.
+	Clock func() time.Time
+	// Logger receives operational logs. nil means none.
+	Logger *slog.Logger
+	// Owner names this process in run leases. "" means host:pid.
+	Owner string
+	// Poll is how often parked gates re-check the store for answers that
+	// arrived through another process. 0 means one second.
+	Poll time.Duration
+}
+
+// Engine runs workflows. It is safe for concurrent use; one Engine serves
+// every run of a process.
+type Engine struct {
+	store    Store
+	backends map[string]Backend
+	defBack  string
+	now      func() time.Time
+	log      *slog.Logger
+	owner    string
+	poll     time.Duration
+	bell     *doorbell
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+}
+
+// New returns an Engine.
+func New(opts Options) *Engine {
+	e := &Engine{
+		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
+		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
+		bell: newDoorbell(), running: map[string]context.CancelFunc{},
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if e.owner == "" {
+		host, _ := os.Hostname()
+		e.owner = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if e.poll <= 0 {
+		e.poll = time.Second
+	}
+	if e.defBack == "" {
+		e.defBack = "claw"
+	}
+	return e
+}
+
+// StartRequest describes a new run.
+type StartRequest struct {
+	Workflow *dsl.Workflow
+	// RunID is the id to use; "" generates one.
+	RunID string
+	// Vars are the run's variables, already resolved (see ResolveVars).
+	Vars     map[string]any
+	Trigger  Trigger
+	Channels []string
+	// WorkDir is where tool nodes run and agents work. "" means the
+	// current directory.
+	WorkDir string
+	File    string
+}
+
+// Start creates a run and executes it until it finishes, fails, pauses or
+// ctx is cancelled. It returns the run as it stopped; an error only when
+// the run could not be created or its state not stored.
+func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
+	w := req.Workflow
+	id := req.RunID
+	if id == "" {
+		id = NewRunID(e.now())
+	} else if !ValidRunID(id) {
+		return nil, fmt.Errorf("invalid run id %q: use 1 to 64 of a-z, 0-9 and -", id)
+	}
+	now := e.now()
+	run := &Run{
+		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning,
+		Vars: req.Vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
+	}
+	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": req.Vars}}
+	if err := e.store.CreateRun(ctx, run, []Event{started}); err != nil {
+		return nil, fmt.Errorf("creating run %s: %w", id, err)
+	}
+	ck := newCheckpoint(w)
+	return e.drive(ctx, w, run, ck, req.WorkDir)
+}
+
+// Cancel stops a run executing in this process. It reports whether the
+// run was running here.
+func (e *Engine) Cancel(runID string) bool {
+	e.mu.Lock()
+	cancel, ok := e.running[runID]
+	e.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// ResolveVars turns the vars given on a command line (text) into typed
+// values, applies the preset and the defaults, and reports vars that are
+// missing, unknown or of the wrong type, each with what to do.
+func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[string]any, error) {
+	out := map[string]any{}
+	var problems []string
+	for _, v := range w.Vars {
+		if v.HasDefault {
+			out[v.Name] = v.Default
+		}
+	}
+	if preset != "" {
+		var p *dsl.Preset
+		for _, candidate := range w.Presets {
+			if candidate.Name == preset {
+				p = candidate
+			}
+		}
+		if p == nil {
+			var names []string
+			for _, candidate := range w.Presets {
+				names = append(names, candidate.Name)
+			}
+			return nil, fmt.Errorf("unknown preset %q (the workflow declares: %s)", preset, strings.Join(names, ", "))
+		}
+		maps.Copy(out, p.Values)
+	}
+	for _, name := range slices.Sorted(maps.Keys(given)) {
+		v := w.Var(name)
+		if v == nil {
+			problems = append(problems, fmt.Sprintf("unknown var %q: the workflow does not declare it", name))
+			continue
+		}
+		val, err := coerce(given[name], dsl.Field{Name: v.Name, Type: v.Type, Enum: v.Enum})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("var %s: %v", name, err))
+			continue
+		}
+		out[name] = val
+	}
+	for _, v := range w.Vars {
+		if _, ok := out[v.Name]; !ok {
+			problems = append(problems, fmt.Sprintf("missing var %q (%s): pass --var %s=…", v.Name, v.Type, v.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+// coerce converts a text answer or var value to a field's type.
+func coerce(text string, f dsl.Field) (any, error) {
+	s := strings.TrimSpace(text)
+	if f.Type.List {
+		var list []any
+		if strings.HasPrefix(s, "[") {
+			if err := json.Unmarshal([]byte(s), &list); err != nil {
+				return nil, fmt.Errorf("%q is not a JSON list: %w", text, err)
+			}
+			return list, nil
+		}
+		for _, item := range strings.Split(s, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		return list, nil
+	}
+	switch f.Type.Kind {
+	case dsl.TypeBool:
+		switch strings.ToLower(s) {
+		case "true", "yes", "y", "1", "on":
+			return true, nil
+		case "false", "no", "n", "0", "off":
+			return false, nil
+		}
+		return nil, fmt.Errorf("%q is not a yes/no answer (use true or false)", text)
+	case dsl.TypeInt:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", text)
+		}
+		return n, nil
+	case dsl.TypeFloat:
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", text)
+		}
+		return n, nil
+	case dsl.TypeJSON:
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			return text, nil // free text is a JSON string
+		}
+		return v, nil
+	}
+	if len(f.Enum) > 0 && !slices.Contains(f.Enum, text) {
+		return nil, fmt.Errorf("%q is not one of: %s", text, strings.Join(f.Enum, ", "))
+	}
+	return text, nil
+}

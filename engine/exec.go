@@ -1,0 +1,649 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// runState is one run being executed: the IR, the run record and the
+// checkpoint, plus the events and outbox rows waiting for the next commit.
+// Branches of a fan-out share it; mu guards the checkpoint and the queue.
+type runState struct {
+	e       *Engine
+	w       *dsl.Workflow
+	run     *Run
+	workdir string
+
+	mu     sync.Mutex
+	ck     *checkpoint
+	events []Event
+	began  time.Time
+}
+
+// nodeFailure is a node's failure with its failure code.
+type nodeFailure struct {
+	code string
+	err  error
+}
+
+func (f *nodeFailure) Error() string { return f.err.Error() }
+func (f *nodeFailure) Unwrap() error { return f.err }
+
+func failf(code, format string, args ...any) error {
+	return &nodeFailure{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// errPaused reports that the run paused for a human; the pause is stored.
+var errPaused = errors.New("run paused")
+
+// drive executes a run from its checkpoint until it stops, and returns the
+// run as stored.
+func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string) (*Run, error) {
+	run, err := e.store.Acquire(ctx, run.ID, e.owner)
+	if err != nil {
+		return nil, fmt.Errorf("taking run %s: %w", run.ID, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.mu.Lock()
+	e.running[run.ID] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, run.ID)
+		e.mu.Unlock()
+	}()
+
+	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now()}
+	log := e.log.With("run", run.ID)
+	for {
+		next := rs.ck.Node
+		switch next {
+		case dsl.TargetDone:
+			return rs.finish(ctx, StatusFinished, "", "")
+		case dsl.TargetFail:
+			return rs.finish(ctx, StatusFailed, CodeFailNode, "workflow reached fail node")
+		}
+		if ctx.Err() != nil {
+			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, "run cancelled")
+		}
+		n := w.Node(next)
+		if n == nil {
+			return rs.finish(ctx, StatusFailed, CodeNodeNotFound, fmt.Sprintf("node %q not found in workflow %q", next, w.Name))
+		}
+		out, err := rs.step(ctx, n, rs.ck.Input, "")
+		if err == nil {
+			var target string
+			var input map[string]any
+			target, input, err = rs.advance(ctx, n, out, "")
+			if err == nil {
+				rs.mu.Lock()
+				rs.ck.Node, rs.ck.Input = target, input
+				rs.mu.Unlock()
+				if err = rs.commit(ctx, Change{}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		switch {
+		case errors.Is(err, errPaused):
+			log.Info("run paused", "node", n.ID)
+			return e.store.Run(context.WithoutCancel(ctx), run.ID)
+		case ctx.Err() != nil:
+			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, "run cancelled")
+		}
+		var nf *nodeFailure
+		if errors.As(err, &nf) {
+			if nf.code == CodeFailNode {
+				return rs.finish(ctx, StatusFailed, n.Fail.Code, nf.err.Error())
+			}
+			return rs.finish(ctx, StatusFailed, nf.code, fmt.Sprintf("node %s: %v", n.ID, nf.err))
+		}
+		return nil, err
+	}
+}
+
+// step executes one node with its budget check and events, and records
+// its output. branch is the fan-out branch id ("" on the trunk).
+func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any, branch string) (map[string]any, error) {
+	if err := rs.checkBudget(); err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	rs.ck.Visits[n.ID]++
+	rs.ck.Iterations++
+	iteration := rs.ck.Visits[n.ID] - 1
+	rs.mu.Unlock()
+	rs.emit(Event{Type: EventNodeStarted, NodeID: n.ID, BranchID: branch, Data: map[string]any{"kind": n.Kind.String(), "iteration": iteration}})
+
+	nctx := ctx
+	if n.Timeout > 0 && n.Kind != dsl.NodeAwaitAnswers && n.Kind != dsl.NodeWait {
+		var cancel context.CancelFunc
+		nctx, cancel = context.WithTimeout(ctx, n.Timeout)
+		defer cancel()
+	}
+	start := rs.e.now()
+	out, err := rs.execNode(nctx, n, input, iteration, branch)
+	if err != nil {
+		if nctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return nil, failf(CodeTimeout, "timed out after %s", n.Timeout)
+		}
+		return nil, err
+	}
+	if n.Output != nil && n.Kind != dsl.NodeAwaitAnswers {
+		if err := validateOutput(n.Output, out); err != nil {
+			return nil, failf(CodeSchemaValidation, "output does not match schema %s: %v", n.Output.Name, err)
+		}
+	}
+	rs.record(n, out)
+	data := map[string]any{"output": out, "_duration_ms": rs.e.now().Sub(start).Milliseconds()}
+	rs.emit(Event{Type: EventNodeFinished, NodeID: n.ID, BranchID: branch, Data: data})
+	return out, nil
+}
+
+// record stores a node's output, its history and its published artifact.
+func (rs *runState) record(n *dsl.Node, out map[string]any) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if prev, ok := rs.ck.Outputs[n.ID]; ok {
+		if len(rs.ck.History[n.ID]) == 0 {
+			rs.ck.History[n.ID] = []any{prev}
+		}
+		rs.ck.History[n.ID] = append(rs.ck.History[n.ID], out)
+	}
+	rs.ck.Outputs[n.ID] = out
+	if n.Publish != "" {
+		rs.ck.Artifacts[n.Publish] = append(rs.ck.Artifacts[n.Publish], out)
+		version := len(rs.ck.Artifacts[n.Publish]) - 1
+		rs.events = append(rs.events, rs.event(Event{Type: EventArtifactWritten, NodeID: n.ID, Data: map[string]any{"publish": n.Publish, "version": version}}))
+	}
+}
+
+// emit queues an event for the next commit.
+func (rs *runState) emit(ev Event) {
+	rs.mu.Lock()
+	rs.events = append(rs.events, rs.event(ev))
+	rs.mu.Unlock()
+}
+
+func (rs *runState) event(ev Event) Event {
+	ev.RunID = rs.run.ID
+	if ev.Time.IsZero() {
+		ev.Time = rs.e.now()
+	}
+	return ev
+}
+
+// commit writes the checkpoint and the queued events, plus whatever c
+// adds, in one store transaction.
+func (rs *runState) commit(ctx context.Context, c Change) error {
+	rs.mu.Lock()
+	rs.ck.ElapsedNS += int64(rs.e.now().Sub(rs.began))
+	rs.began = rs.e.now()
+	b, err := rs.ck.encode()
+	events := append(rs.events, c.Events...)
+	rs.events = nil
+	rs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.RunID, c.Generation, c.Checkpoint, c.Events = rs.run.ID, rs.run.Generation, b, events
+	if err := rs.e.store.Commit(context.WithoutCancel(ctx), c); err != nil {
+		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
+	}
+	return nil
+}
+
+// finish ends the run with status, writes the outbox row the outside world
+// needs, synced, and returns the stored run.
+func (rs *runState) finish(ctx context.Context, status Status, code, msg string) (*Run, error) {
+	ev := Event{Type: EventRunFinished}
+	kind := OutboxRunFinished
+	switch status {
+	case StatusFailed, StatusFailedResumable:
+		ev = Event{Type: EventRunFailed, Data: map[string]any{"error": msg, "code": code}}
+		kind = OutboxRunFailed
+	case StatusCancelled:
+		ev = Event{Type: EventRunCancelled}
+		kind = OutboxRunFailed
+	}
+	c := Change{Status: status, FailureCode: code, Error: msg, Events: []Event{rs.event(ev)}, Sync: true}
+	c.Outbox = rs.outbox(kind, "", map[string]any{"status": string(status), "failure_code": code, "error": msg})
+	if err := rs.commit(ctx, c); err != nil {
+		return nil, err
+	}
+	rs.e.log.Info("run ended", "run", rs.run.ID, "status", status, "code", code)
+	return rs.e.store.Run(context.WithoutCancel(ctx), rs.run.ID)
+}
+
+// outbox returns the row announcing kind to the run's channels, or none
+// when the run is attached to no channel.
+func (rs *runState) outbox(kind, interactionID string, payload map[string]any) []OutboxRow {
+	if len(rs.run.Channels) == 0 {
+		return nil
+	}
+	return []OutboxRow{{Kind: kind, RunID: rs.run.ID, InteractionID: interactionID, Channels: rs.run.Channels, Payload: mustJSON(payload)}}
+}
+
+// checkBudget refuses to start a node once any cap is 90% spent.
+func (rs *runState) checkBudget() error {
+	b := rs.w.Budget
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	elapsed := time.Duration(rs.ck.ElapsedNS) + rs.e.now().Sub(rs.began)
+	type dim struct {
+		name        string
+		used, limit float64
+	}
+	for _, d := range []dim{
+		{"iterations", float64(rs.ck.Iterations), float64(b.MaxIterations)},
+		{"tokens", float64(rs.ck.Tokens), float64(b.MaxTokens)},
+		{"cost_usd", rs.ck.CostUSD, b.MaxCostUSD},
+		{"duration", elapsed.Seconds(), b.MaxDuration.Seconds()},
+	} {
+		if d.limit > 0 && d.used >= 0.9*d.limit {
+			rs.events = append(rs.events, rs.event(Event{Type: EventBudgetExceeded, Data: map[string]any{"dimension": d.name, "used": d.used, "limit": d.limit}}))
+			return failf(CodeBudgetExceeded, "budget %s is %.0f%% spent (%g of %g): no new node starts past 90%%", d.name, 100*d.used/d.limit, d.used, d.limit)
+		}
+	}
+	return nil
+}
+
+// advance chooses the edge to follow after n produced out, and returns the
+// target with its input. A fan-out router runs its branches here and
+// returns the node where they converge.
+func (rs *runState) advance(ctx context.Context, n *dsl.Node, out map[string]any, branch string) (string, map[string]any, error) {
+	if n.Router != nil && n.Router.Mode == dsl.RouterFanOutAll {
+		if branch != "" {
+			return "", nil, failf(CodeExecutionFailed, "a fan-out inside a fan-out branch is not supported yet")
+		}
+		return rs.fanOut(ctx, n, out)
+	}
+	e, err := rs.selectEdge(n, out)
+	if err != nil {
+		return "", nil, err
+	}
+	return rs.take(e, out, branch)
+}
+
+// take crosses edge e: it counts loop crossings, renders the with mapping
+// into the target's input and records the choice.
+func (rs *runState) take(e *dsl.Edge, out map[string]any, branch string) (string, map[string]any, error) {
+	s := rs.scope(out)
+	input := map[string]any{}
+	for _, m := range e.With {
+		input[m.Key] = renderValue(m.Value, s)
+	}
+	data := map[string]any{"from": e.From, "to": e.To}
+	rs.mu.Lock()
+	if e.Loop != nil {
+		rs.ck.Loops[e.Loop.Name]++
+		rs.ck.LoopPrev[e.Loop.Name] = out
+		data["loop"] = e.Loop.Name
+		data["iteration"] = rs.ck.Loops[e.Loop.Name]
+	}
+	rs.mu.Unlock()
+	if e.When != nil {
+		if e.When.Expr != nil {
+			data["expression"] = e.When.Expr.Source()
+		} else {
+			data["condition"] = e.When.Field
+			data["negated"] = e.When.Not
+		}
+	}
+	rs.emit(Event{Type: EventEdgeSelected, NodeID: e.From, BranchID: branch, Data: data})
+	return e.To, input, nil
+}
+
+// selectEdge picks the outgoing edge of n: the first guard that holds
+// (skipping exhausted loops), else the else edge, else an unconditional
+// loop edge with crossings left, else the plain edge (which is also the
+// exit of a spent loop).
+func (rs *runState) selectEdge(n *dsl.Node, out map[string]any) (*dsl.Edge, error) {
+	edges := rs.w.Outgoing(n.ID)
+	if len(edges) == 0 {
+		return nil, failf(CodeNoOutgoingEdge, "node %q has no outgoing edge", n.ID)
+	}
+	if n.Router != nil && n.Router.Mode == dsl.RouterRoundRobin {
+		var plain []*dsl.Edge
+		for _, e := range edges {
+			if e.When == nil && !e.Else {
+				plain = append(plain, e)
+			}
+		}
+		rs.mu.Lock()
+		i := rs.ck.RoundRobin[n.ID] % len(plain)
+		rs.ck.RoundRobin[n.ID]++
+		rs.mu.Unlock()
+		return plain[i], nil
+	}
+	if n.Router != nil && n.Router.Mode == dsl.RouterLLM {
+		return rs.llmRoute(n, out, edges)
+	}
+	exhausted := false
+	s := rs.scope(out)
+	for _, e := range edges {
+		if e.When == nil {
+			continue
+		}
+		ok, err := rs.guard(e, out, s)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if e.Loop != nil && !rs.loopOpen(e.Loop) {
+			exhausted = true
+			continue
+		}
+		return e, nil
+	}
+	var elseEdge, loopEdge, plain *dsl.Edge
+	for _, e := range edges {
+		switch {
+		case e.When != nil:
+		case e.Else:
+			elseEdge = e
+		case e.Loop != nil:
+			if rs.loopOpen(e.Loop) {
+				loopEdge = e
+			} else {
+				exhausted = true
+			}
+		default:
+			plain = e
+		}
+	}
+	for _, e := range []*dsl.Edge{elseEdge, loopEdge, plain} {
+		if e != nil {
+			return e, nil
+		}
+	}
+	if exhausted {
+		return nil, failf(CodeLoopExhausted, "node %q: its loop is spent and no other edge applies", n.ID)
+	}
+	return nil, failf(CodeNoOutgoingEdge, "node %q: no outgoing edge applies to its output", n.ID)
+}
+
+// loopOpen reports whether loop l may be crossed once more.
+func (rs *runState) loopOpen(l *dsl.Loop) bool {
+	max := l.Max
+	if l.MaxExpr != nil {
+		v, err := l.MaxExpr.Eval(rs.scope(nil))
+		n, ok := asInt(v)
+		if err != nil || !ok || n < 0 {
+			return false
+		}
+		max = int(n)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.ck.Loops[l.Name] < max
+}
+
+// guard evaluates an edge's when clause against the source's output.
+func (rs *runState) guard(e *dsl.Edge, out map[string]any, s *scope) (bool, error) {
+	c := e.When
+	if c.Expr == nil {
+		return truthyField(out[c.Field]) != c.Not, nil
+	}
+	ok, err := c.Expr.EvalBool(s)
+	if err != nil {
+		return false, failf(CodeExpressionFailed, "edge %s: when %q: %v", e.ID(), c.Expr.Source(), err)
+	}
+	return ok != c.Not, nil
+}
+
+func truthyField(v any) bool {
+	b, ok := v.(bool)
+	return ok && b
+}
+
+// scope builds what templates and expressions read; input is the given
+// map (the node's input, or in a guard or with mapping the source output).
+func (rs *runState) scope(input map[string]any) *scope {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s := &scope{
+		vars: rs.run.Vars, input: input,
+		outputs: maps.Clone(rs.ck.Outputs), history: maps.Clone(rs.ck.History),
+		artifacts: map[string]any{}, loops: map[string]map[string]any{},
+		run: map[string]any{
+			"id": rs.run.ID, "iterations": rs.ck.Iterations, "tokens": rs.ck.Tokens, "cost_usd": rs.ck.CostUSD,
+			"elapsed_seconds": (time.Duration(rs.ck.ElapsedNS) + rs.e.now().Sub(rs.began)).Seconds(),
+			"max_iterations": rs.w.Budget.MaxIterations, "max_tokens": rs.w.Budget.MaxTokens,
+			"max_cost_usd": rs.w.Budget.MaxCostUSD, "max_duration_seconds": rs.w.Budget.MaxDuration.Seconds(),
+		},
+	}
+	for name, versions := range rs.ck.Artifacts {
+		if len(versions) > 0 {
+			s.artifacts[name] = versions[len(versions)-1]
+		}
+	}
+	for _, l := range rs.w.Loops {
+		s.loops[l.Name] = map[string]any{"iteration": int64(rs.ck.Loops[l.Name]), "max": int64(l.Max), "previous_output": rs.ck.LoopPrev[l.Name]}
+	}
+	return s
+}
+
+// branchResult is where one fan-out branch ended.
+type branchResult struct {
+	id     string
+	arrive *dsl.Edge // the edge into the convergence node; nil at a terminal
+	out    map[string]any
+	err    error
+}
+
+// fanOut runs one branch per outgoing edge of a fan_out_all router, each on
+// its own goroutine under the max_parallel_branches semaphore, until they
+// reach the node where they converge, and returns that node with the
+// merged input of the arriving edges.
+func (rs *runState) fanOut(ctx context.Context, router *dsl.Node, out map[string]any) (string, map[string]any, error) {
+	edges := rs.w.Outgoing(router.ID)
+	limit := rs.w.Budget.MaxParallelBranches
+	if limit <= 0 || limit > len(edges) {
+		limit = len(edges)
+	}
+	sem := make(chan struct{}, limit)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]branchResult, len(edges))
+	var wg sync.WaitGroup
+	for i, e := range edges {
+		id := "branch_" + router.ID + "_" + e.To
+		wg.Go(func() {
+			results[i] = rs.branch(bctx, e, out, id, sem)
+			if results[i].err != nil {
+				if j := rs.joinOf(results[i]); j == nil || j.Await != dsl.AwaitBestEffort {
+					cancel() // wait_all: one failure stops the siblings
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	var join string
+	input := map[string]any{}
+	var failed []any
+	var firstErr error
+	for _, r := range results {
+		if r.err != nil {
+			failed = append(failed, map[string]any{"branch": r.id, "error": r.err.Error()})
+			if firstErr == nil && !errors.Is(r.err, context.Canceled) {
+				firstErr = r.err
+			}
+			continue
+		}
+		if r.arrive == nil {
+			continue // the branch reached done
+		}
+		if join != "" && join != r.arrive.To {
+			return "", nil, failf(CodeJoinFailed, "branches of %q converge on different nodes (%s and %s)", router.ID, join, r.arrive.To)
+		}
+		join = r.arrive.To
+		_, in, _ := rs.take(r.arrive, r.out, r.id)
+		maps.Copy(input, in)
+	}
+	if firstErr == nil && len(failed) > 0 && ctx.Err() != nil {
+		return "", nil, ctx.Err()
+	}
+	if len(failed) > 0 {
+		j := rs.w.Node(join)
+		if j == nil || j.Await != dsl.AwaitBestEffort {
+			if errors.Is(firstErr, errPaused) {
+				return "", nil, failf(CodeExecutionFailed, "a human pause inside a fan-out branch is not supported yet: move the human node to the trunk")
+			}
+			var nf *nodeFailure
+			if errors.As(firstErr, &nf) {
+				return "", nil, &nodeFailure{code: nf.code, err: fmt.Errorf("branch failed under await: wait_all: %w", nf.err)}
+			}
+			return "", nil, failf(CodeJoinFailed, "branch failed under await: wait_all: %v", firstErr)
+		}
+		input["_failed_branches"] = failed
+	}
+	if join == "" {
+		return dsl.TargetDone, nil, nil
+	}
+	rs.emit(Event{Type: EventJoinReady, NodeID: join, Data: map[string]any{"router": router.ID, "failed": len(failed)}})
+	return join, input, nil
+}
+
+func (rs *runState) joinOf(r branchResult) *dsl.Node {
+	if r.arrive == nil {
+		return nil
+	}
+	return rs.w.Node(r.arrive.To)
+}
+
+// isJoin reports whether branches stop at n: it declares await:, or more
+// than one node leads to it.
+func (rs *runState) isJoin(n *dsl.Node) bool {
+	if n.Await != dsl.AwaitUnset {
+		return true
+	}
+	preds := map[string]bool{}
+	for _, e := range rs.w.Incoming(n.ID) {
+		if e.Loop == nil {
+			preds[e.From] = true
+		}
+	}
+	return len(preds) > 1
+}
+
+// branch walks one fan-out branch from edge e until it arrives at a
+// convergence node or a terminal.
+func (rs *runState) branch(ctx context.Context, e *dsl.Edge, routerOut map[string]any, id string, sem chan struct{}) branchResult {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return branchResult{id: id, err: ctx.Err()}
+	}
+	held := true
+	defer func() {
+		if held {
+			<-sem
+		}
+	}()
+	rs.emit(Event{Type: EventBranchStarted, BranchID: id, Data: map[string]any{"to": e.To}})
+	target, input, err := rs.take(e, routerOut, id)
+	if err != nil {
+		return branchResult{id: id, err: err}
+	}
+	slot := &branchSlot{sem: sem, held: &held}
+	for {
+		switch target {
+		case dsl.TargetDone:
+			rs.emit(Event{Type: EventBranchFinished, BranchID: id})
+			return branchResult{id: id}
+		case dsl.TargetFail:
+			return branchResult{id: id, err: failf(CodeFailNode, "branch %s reached fail", id)}
+		}
+		n := rs.w.Node(target)
+		if n == nil {
+			return branchResult{id: id, err: failf(CodeNodeNotFound, "node %q not found", target)}
+		}
+		out, err := rs.stepInBranch(ctx, n, input, id, slot)
+		if err != nil {
+			return branchResult{id: id, err: err}
+		}
+		edge, err := rs.selectEdge(n, out)
+		if err != nil {
+			return branchResult{id: id, err: err}
+		}
+		if next := rs.w.Node(edge.To); next != nil && rs.isJoin(next) {
+			rs.emit(Event{Type: EventBranchFinished, BranchID: id, Data: map[string]any{"join": edge.To}})
+			return branchResult{id: id, arrive: edge, out: out}
+		}
+		if n.Router != nil && n.Router.Mode == dsl.RouterFanOutAll {
+			return branchResult{id: id, err: failf(CodeExecutionFailed, "a fan-out inside a fan-out branch is not supported yet")}
+		}
+		target, input, err = rs.take(edge, out, id)
+		if err != nil {
+			return branchResult{id: id, err: err}
+		}
+	}
+}
+
+// branchSlot lets a node parked in a branch give its semaphore slot back
+// while it waits, and take one again when it wakes.
+type branchSlot struct {
+	sem  chan struct{}
+	held *bool
+}
+
+func (s *branchSlot) release() {
+	if s != nil && *s.held {
+		<-s.sem
+		*s.held = false
+	}
+}
+
+func (s *branchSlot) acquire(ctx context.Context) error {
+	if s == nil || *s.held {
+		return nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+		*s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stepInBranch is step with the branch's slot available to parking nodes.
+func (rs *runState) stepInBranch(ctx context.Context, n *dsl.Node, input map[string]any, id string, slot *branchSlot) (map[string]any, error) {
+	ctx = context.WithValue(ctx, slotKey{}, slot)
+	out, err := rs.step(ctx, n, input, id)
+	if err == nil {
+		if cerr := rs.commit(ctx, Change{}); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return out, err
+}
+
+type slotKey struct{}
+
+func slotFrom(ctx context.Context) *branchSlot {
+	s, _ := ctx.Value(slotKey{}).(*branchSlot)
+	return s
+}
+
+// mustJSON encodes an outbox payload built from JSON-safe values.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	return b
+}

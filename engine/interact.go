@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// pauseForHuman stores a blocking interaction for a human node and pauses
+// the run: interaction, human_input_requested, run_paused, status and
+// checkpoint in one synced transaction.
+func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[string]any, iteration int) error {
+	questions := map[string]any{}
+	if n.Human.Instructions != nil {
+		questions["_instructions"] = render(n.Human.Instructions, rs.scope(input), renderText)
+	}
+	if n.Output != nil {
+		for _, f := range n.Output.Fields {
+			q := f.Type.String()
+			if len(f.Enum) > 0 {
+				q += " (one of: " + strings.Join(f.Enum, ", ") + ")"
+			}
+			questions[f.Name] = q
+		}
+	}
+	ix := &Interaction{
+		ID: PauseInteractionID(rs.run.ID, n.ID, iteration), RunID: rs.run.ID, NodeID: n.ID,
+		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(),
+	}
+	return rs.pause(ctx, ix, &pauseState{InteractionID: ix.ID, Node: n.ID, Kind: KindBlocking}, map[string]any{})
+}
+
+// pause stores ix and the pause state, and sets the run's status.
+func (rs *runState) pause(ctx context.Context, ix *Interaction, p *pauseState, extra map[string]any) error {
+	rs.mu.Lock()
+	rs.ck.Pause = p
+	rs.ck.Node = p.Node
+	rs.mu.Unlock()
+	data := map[string]any{"interaction_id": ix.ID, "questions": ix.Questions}
+	for k, v := range extra {
+		data[k] = v
+	}
+	c := Change{
+		Status:       StatusPausedWaitingHuman,
+		Interactions: []*Interaction{ix},
+		Events: []Event{
+			rs.event(Event{Type: EventHumanInputRequested, NodeID: p.Node, Data: data}),
+			rs.event(Event{Type: EventRunPaused, NodeID: p.Node, Data: map[string]any{"interaction_id": ix.ID}}),
+		},
+		Outbox: rs.outbox(OutboxRunPaused, ix.ID, map[string]any{"node": p.Node, "questions": ix.Questions}),
+		Sync:   true,
+	}
+	if err := rs.commit(ctx, c); err != nil {
+		return err
+	}
+	return errPaused
+}
+
+// ResumeRequest continues a paused, failed_resumable or cancelled run.
+type ResumeRequest struct {
+	Workflow *dsl.Workflow
+	RunID    string
+	// Answers answer a blocking pause: field name → text, coerced to the
+	// paused node's output schema (ask_user_response for an agent's ask_user).
+	Answers map[string]string
+	// Force resumes even when the workflow changed since the run started.
+	Force   bool
+	WorkDir string
+	// By and Via record who answered.
+	By, Via string
+}
+
+// Resume continues a run that stopped resumably and executes it until it
+// stops again.
+func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
+	run, err := e.store.Run(ctx, req.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("resuming run %s: %w", req.RunID, err)
+	}
+	if !run.Status.Resumable() {
+		return nil, fmt.Errorf("run %s is %s and cannot be resumed", run.ID, run.Status)
+	}
+	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
+		return nil, fmt.Errorf("the workflow file changed since run %s started: resume with --force to run the new version", run.ID)
+	}
+	raw, err := e.store.Checkpoint(ctx, run.ID)
+	if err != nil {
+		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	var ck *checkpoint
+	if raw == nil {
+		ck = newCheckpoint(req.Workflow)
+	} else if ck, err = decodeCheckpoint(raw); err != nil {
+		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	if run.Status == StatusPausedWaitingHuman && ck.Pause != nil {
+		if err := e.answerPause(ctx, req, run, ck); err != nil {
+			return nil, err
+		}
+	}
+	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
+	if err := e.store.Commit(ctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
+		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
+}
+
+// answerPause records the answers of a blocking pause. For a human node
+// they become its output; for an LLM node they are handed back to the
+// backend when the node runs again.
+func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, ck *checkpoint) error {
+	p := ck.Pause
+	ix, err := e.store.Interaction(ctx, run.ID, p.InteractionID)
+	if err != nil {
+		return fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	n := req.Workflow.Node(p.Node)
+	if n == nil {
+		return fmt.Errorf("resuming run %s: paused node %q is not in the workflow", run.ID, p.Node)
+	}
+	answers := map[string]any{}
+	if p.Kind == KindAwait {
+		pending, err := e.store.Pending(ctx, run.ID, p.Node)
+		if err != nil {
+			return err
+		}
+		if len(pending) > 0 {
+			var ids []string
+			for _, q := range pending {
+				ids = append(ids, q.ID)
+			}
+			return fmt.Errorf("cannot resume run %s: %d async question(s) still unanswered: %s (answer them with iterion runs answer)", run.ID, len(pending), strings.Join(ids, ", "))
+		}
+	} else if n.Kind == dsl.NodeHuman {
+		out, err := coerceAnswers(n, req.Answers)
+		if err != nil {
+			return fmt.Errorf("resuming run %s: %w", run.ID, err)
+		}
+		answers = out
+	} else {
+		text := strings.TrimSpace(req.Answers[QuestionKey])
+		if text == "" {
+			return fmt.Errorf("resuming run %s: the agent asked %q: answer with --answer %s=…", run.ID, ix.Question(), QuestionKey)
+		}
+		answers[QuestionKey] = text
+	}
+	ix.Answers, ix.AnsweredAt, ix.AnsweredBy, ix.Via = answers, e.now(), req.By, req.Via
+	events := []Event{{Type: EventHumanAnswers, NodeID: p.Node, Time: e.now(), Data: map[string]any{"interaction_id": ix.ID, "answers": answers}}}
+	if n.Kind == dsl.NodeHuman && p.Kind == KindBlocking {
+		// The answers are the node's output; the run goes on from its edges.
+		rs := &runState{e: e, w: req.Workflow, run: run, ck: ck, began: e.now()}
+		rs.record(n, answers)
+		events = append(events, Event{Type: EventNodeFinished, NodeID: n.ID, Time: e.now(), Data: map[string]any{"output": answers}})
+		target, input, err := rs.advance(ctx, n, answers, "")
+		if err != nil {
+			return fmt.Errorf("resuming run %s: %w", run.ID, err)
+		}
+		ck.Node, ck.Input = target, input
+		events = append(events, rs.events...)
+		ck.Pause = nil
+	} else {
+		ck.Pause.PendingToolUseID = p.PendingToolUseID
+	}
+	b, err := ck.encode()
+	if err != nil {
+		return err
+	}
+	c := Change{RunID: run.ID, Generation: run.Generation, Checkpoint: b, Interactions: []*Interaction{ix}, Events: events, Sync: true}
+	if err := e.store.Commit(ctx, c); err != nil {
+		return fmt.Errorf("recording the answers of run %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// coerceAnswers converts a human node's text answers to its output schema.
+func coerceAnswers(n *dsl.Node, given map[string]string) (map[string]any, error) {
+	out := map[string]any{}
+	if n.Output == nil {
+		for k, v := range given {
+			out[k] = v
+		}
+		return out, nil
+	}
+	var problems []string
+	for _, f := range n.Output.Fields {
+		text, ok := given[f.Name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("missing answer for %q (%s): pass --answer %s=…", f.Name, f.Type, f.Name))
+			continue
+		}
+		v, err := coerce(text, *f)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("answer for %q: %v", f.Name, err))
+			continue
+		}
+		out[f.Name] = v
+	}
+	for k := range given {
+		if n.Output.Field(k) == nil {
+			problems = append(problems, fmt.Sprintf("%q is not a field of %s (fields: %s)", k, n.Output.Name, fieldNames(n.Output)))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+func fieldNames(s *dsl.Schema) string {
+	var names []string
+	for _, f := range s.Fields {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Answer answers an async question: the store records it (first answer
+// wins) and queues it for the asking node, and the doorbell wakes every
+// gate that may be waiting for it.
+func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
+	res, err := e.store.Answer(ctx, req)
+	if err != nil {
+		if errors.Is(err, ErrNotAsync) {
+			return nil, fmt.Errorf("%w: %s is a blocking question; answer it with iterion resume --run-id %s --answer …", err, req.InteractionID, req.RunID)
+		}
+		return nil, err
+	}
+	e.bell.ring()
+	return res, nil
+}
+
+// awaitAnswers is the await_answers node: level-triggered on "no pending
+// async question in scope", re-checked at every doorbell ring, every poll
+// tick (answers through another process) and at the deadline, which is
+// stored in the checkpoint so a restart keeps it.
+func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string) (map[string]any, error) {
+	deadline := rs.e.now().Add(n.Timeout)
+	if branch == "" {
+		rs.mu.Lock()
+		if g := rs.ck.Gate; g != nil && g.Node == n.ID {
+			deadline = g.Deadline // re-armed after a restart
+		} else {
+			rs.ck.Gate = &gateState{Node: n.ID, Deadline: deadline}
+		}
+		rs.mu.Unlock()
+		if err := rs.commit(ctx, Change{Sync: true}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			rs.mu.Lock()
+			rs.ck.Gate = nil
+			rs.mu.Unlock()
+		}()
+	}
+	from := n.AwaitAnswers.From
+	slot := slotFrom(ctx)
+	defer func() { _ = slot.acquire(ctx) }()
+	poll := time.NewTicker(rs.e.poll)
+	defer poll.Stop()
+	for {
+		ring := rs.e.bell.wait()
+		pending, err := rs.e.store.Pending(ctx, rs.run.ID, from)
+		if err != nil {
+			return nil, fmt.Errorf("checking pending questions: %w", err)
+		}
+		if len(pending) == 0 {
+			return rs.collectAnswers(ctx, from)
+		}
+		wait := deadline.Sub(rs.e.now())
+		if wait <= 0 {
+			var ids []string
+			for _, q := range pending {
+				ids = append(ids, q.ID)
+			}
+			return nil, failf(CodeTimeout, "await_answers %q timed out after %s with %d unanswered question(s): %s", n.ID, n.Timeout, len(ids), strings.Join(ids, ", "))
+		}
+		slot.release()
+		timer := time.NewTimer(wait)
+		select {
+		case <-ring:
+		case <-poll.C:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		}
+		timer.Stop()
+	}
+}
+
+// collectAnswers returns every answered async question in scope, oldest
+// first, as the await_answers output.
+func (rs *runState) collectAnswers(ctx context.Context, from string) (map[string]any, error) {
+	all, err := rs.e.store.Interactions(ctx, rs.run.ID)
+	if err != nil {
+		return nil, fmt.Errorf("collecting answers: %w", err)
+	}
+	answers := []any{}
+	for _, ix := range all {
+		if ix.Kind != KindAsync || ix.Pending() || (from != "" && ix.NodeID != from) {
+			continue
+		}
+		answers = append(answers, map[string]any{
+			"interaction_id": ix.ID, "node": ix.NodeID, "question": ix.Question(), "answer": ix.Answer(),
+		})
+	}
+	return map[string]any{"answers": answers}, nil
+}

@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// resolveBackend picks a node's backend: the node's, the workflow's
+// default, then the engine's default.
+func (rs *runState) resolveBackend(n *dsl.Node) (string, Backend, error) {
+	name := n.LLM.Backend
+	if name == "" {
+		name = rs.w.DefaultBackend
+	}
+	if name == "" {
+		name = rs.e.defBack
+	}
+	b, ok := rs.e.backends[name]
+	if !ok {
+		avail := sortedKeys(rs.e.backends)
+		list := "none"
+		if len(avail) > 0 {
+			list = strings.Join(avail, ", ")
+		}
+		return name, nil, failf(CodeExecutionFailed, "backend %q is not available in this build (available: %s)", name, list)
+	}
+	return name, b, nil
+}
+
+// llm runs an LLM node through its backend. An ask_user from the agent
+// pauses the run; when the run resumes, the answer goes back into the same
+// conversation.
+func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, iteration int, branch string) (map[string]any, error) {
+	name, b, err := rs.resolveBackend(n)
+	if err != nil {
+		return nil, err
+	}
+	async := n.LLM.Interaction == dsl.InteractionAsync
+	if async && !b.Capabilities().AsyncQuestions {
+		return nil, failf(CodeCapabilityUnsupported, "backend %q cannot serve interaction: async (ask_user_async and await_answers); use claw, claude_code or pi", name)
+	}
+	s := rs.scope(input)
+	task := &Task{
+		RunID: rs.run.ID, NodeID: n.ID, Iteration: iteration,
+		System: render(n.LLM.System, s, renderText), User: render(n.LLM.User, s, renderText),
+		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
+		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
+	}
+	if n.Output != nil {
+		task.OutputSchema = n.Output.JSONSchema()
+	}
+	if n.Router != nil {
+		// An llm router answers with the target it picks.
+		var targets []any
+		for _, e := range rs.w.Outgoing(n.ID) {
+			targets = append(targets, e.To)
+		}
+		task.OutputSchema = map[string]any{"type": "object", "required": []any{"selected_route"}, "properties": map[string]any{
+			"selected_route": map[string]any{"type": "string", "enum": targets},
+			"reasoning":      map[string]any{"type": "string"},
+		}}
+	}
+	task.InboxDrain = func(ctx context.Context) ([]string, error) {
+		msgs, err := rs.e.store.DrainInbox(ctx, rs.run.ID, n.ID)
+		if err != nil {
+			return nil, err
+		}
+		texts := make([]string, len(msgs))
+		for i, m := range msgs {
+			texts[i] = m.Text
+		}
+		return texts, nil
+	}
+	if async {
+		if branch != "" {
+			rs.emit(Event{Type: EventBudgetWarning, NodeID: n.ID, BranchID: branch, Data: map[string]any{
+				"reason": "async questions are disabled inside a fan-out branch: declare the async node on the trunk"}})
+		} else {
+			rs.asyncClosures(task, n)
+		}
+	}
+	rs.mu.Lock()
+	if p := rs.ck.Pause; p != nil && p.Node == n.ID {
+		task.ResumeConversation, task.ResumePendingToolUseID = p.Conversation, p.PendingToolUseID
+		rs.ck.Pause = nil
+		rs.mu.Unlock()
+		ix, err := rs.e.store.Interaction(ctx, rs.run.ID, p.InteractionID)
+		if err != nil {
+			return nil, fmt.Errorf("loading the answered question: %w", err)
+		}
+		if p.Kind == KindAwait {
+			task.ResumeAnswer, err = rs.answersText(ctx, n.ID)
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			task.ResumeAnswer = ix.Answer()
+		}
+	} else {
+		rs.mu.Unlock()
+	}
+
+	res, err := b.Execute(ctx, task)
+	var need *NeedsInteractionError
+	switch {
+	case errors.As(err, &need):
+		if branch != "" {
+			return nil, failf(CodeExecutionFailed, "ask_user inside a fan-out branch is not supported: a pause is run-global, put the question on the trunk")
+		}
+		return nil, rs.pauseForAgent(ctx, n, iteration, need)
+	case err != nil:
+		var be *BackendError
+		if errors.As(err, &be) {
+			return nil, &nodeFailure{code: be.Code, err: err}
+		}
+		return nil, failf(CodeExecutionFailed, "backend %s: %v", name, err)
+	}
+	rs.mu.Lock()
+	rs.ck.Tokens += res.Tokens
+	rs.ck.CostUSD += res.CostUSD
+	rs.mu.Unlock()
+	out := res.Output
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out, nil
+}
+
+// asyncClosures gives an async node its ask_user_async, pending and
+// collect closures, all served by the store.
+func (rs *runState) asyncClosures(task *Task, n *dsl.Node) {
+	task.PostQuestion = func(ctx context.Context, q AsyncQuestion) (string, error) {
+		text := strings.TrimSpace(q.Question)
+		if text == "" {
+			return "", errors.New("question is empty: ask_user_async needs a question")
+		}
+		questions := map[string]any{QuestionKey: text}
+		if len(q.Options) > 0 {
+			questions[OptionsKey] = q.Options
+		}
+		if q.AllowFreeText != nil {
+			questions[FreeTextKey] = *q.AllowFreeText
+		}
+		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions})
+		if err != nil {
+			return "", err
+		}
+		return ix.ID, nil
+	}
+	task.PendingQuestions = func(ctx context.Context) ([]PendingQuestion, error) {
+		pending, err := rs.e.store.Pending(ctx, rs.run.ID, n.ID)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]PendingQuestion, len(pending))
+		for i, ix := range pending {
+			out[i] = PendingQuestion{InteractionID: ix.ID, Question: ix.Question()}
+		}
+		return out, nil
+	}
+	task.CollectAnswers = func(ctx context.Context) (string, error) { return rs.answersText(ctx, n.ID) }
+}
+
+// answersText is what the await_answers tool reads back.
+func (rs *runState) answersText(ctx context.Context, node string) (string, error) {
+	all, err := rs.e.store.Interactions(ctx, rs.run.ID)
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	for _, ix := range all {
+		if ix.Kind == KindAsync && ix.NodeID == node && !ix.Pending() {
+			lines = append(lines, fmt.Sprintf("- [%s] Q: %s — A: %s", ix.ID, ix.Question(), ix.Answer()))
+		}
+	}
+	if len(lines) == 0 {
+		return "No async questions were posted (nothing to wait for).", nil
+	}
+	return "All posted questions are answered:\n" + strings.Join(lines, "\n"), nil
+}
+
+// pauseForAgent turns an agent's blocking question into a pause: ask_user
+// (kind "") or the await_answers tool with questions pending (kind await).
+func (rs *runState) pauseForAgent(ctx context.Context, n *dsl.Node, iteration int, need *NeedsInteractionError) error {
+	p := &pauseState{Node: n.ID, Conversation: need.Conversation, PendingToolUseID: need.PendingToolUseID}
+	questions := map[string]any{}
+	extra := map[string]any{}
+	if len(need.AwaitPending) > 0 {
+		p.Kind = KindAwait
+		var lines []string
+		var list []any
+		for _, q := range need.AwaitPending {
+			lines = append(lines, fmt.Sprintf("- [%s] %s", q.InteractionID, q.Question))
+			list = append(list, map[string]any{"interaction_id": q.InteractionID, "question": q.Question})
+		}
+		questions[QuestionKey] = "The agent is waiting for your answer(s) to continue:\n" + strings.Join(lines, "\n")
+		questions[AwaitPendingKey] = list
+		extra["await"] = true
+	} else {
+		questions[QuestionKey] = need.Question
+		if len(need.Options) > 0 {
+			questions[OptionsKey] = need.Options
+		}
+	}
+	id := PauseInteractionID(rs.run.ID, n.ID, iteration)
+	if p.Kind == KindAwait {
+		id += "_await"
+	}
+	p.InteractionID = id
+	ix := &Interaction{ID: id, RunID: rs.run.ID, NodeID: n.ID, Kind: p.Kind, Questions: questions, RequestedAt: rs.e.now()}
+	return rs.pause(ctx, ix, p, extra)
+}
+
+// llmRoute asks the router's backend which edge to take.
+func (rs *runState) llmRoute(n *dsl.Node, out map[string]any, edges []*dsl.Edge) (*dsl.Edge, error) {
+	pick, _ := out["selected_route"].(string)
+	for _, e := range edges {
+		if e.To == pick {
+			return e, nil
+		}
+	}
+	var targets []string
+	for _, e := range edges {
+		targets = append(targets, e.To)
+	}
+	slices.Sort(targets)
+	return nil, failf(CodeExecutionFailed, "llm router %q chose %q, which is none of its targets (%s)", n.ID, pick, strings.Join(targets, ", "))
+}

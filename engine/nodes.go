@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/iterion-bot/iterion/dsl"
+)
+
+// execNode runs one node and returns its output.
+func (rs *runState) execNode(ctx context.Context, n *dsl.Node, input map[string]any, iteration int, branch string) (map[string]any, error) {
+	switch n.Kind {
+	case dsl.NodeCompute:
+		return rs.compute(n, input)
+	case dsl.NodeTool:
+		return rs.tool(ctx, n, input)
+	case dsl.NodeRouter:
+		if n.Router.Mode == dsl.RouterLLM {
+			return rs.llm(ctx, n, input, iteration, branch)
+		}
+		return input, nil // a router passes its input on
+	case dsl.NodeEmit:
+		return rs.emitEvent(n, input), nil
+	case dsl.NodeWait:
+		return rs.wait(ctx, n)
+	case dsl.NodeAwaitAnswers:
+		return rs.awaitAnswers(ctx, n, branch)
+	case dsl.NodeFail:
+		msg := render(n.Fail.Message, rs.scope(input), renderText)
+		if msg == "" {
+			msg = fmt.Sprintf("workflow reached fail node %q", n.ID)
+		}
+		return nil, failf(CodeFailNode, "%s", msg)
+	case dsl.NodeHuman:
+		if n.Human.Interaction == dsl.InteractionHuman {
+			if branch != "" {
+				return nil, errPaused
+			}
+			return nil, rs.pauseForHuman(ctx, n, input, iteration)
+		}
+		return rs.llm(ctx, n, input, iteration, branch)
+	case dsl.NodeAgent, dsl.NodeJudge:
+		return rs.llm(ctx, n, input, iteration, branch)
+	}
+	return nil, failf(CodeExecutionFailed, "node kind %s cannot run", n.Kind)
+}
+
+// compute evaluates each expression of a compute node in order.
+func (rs *runState) compute(n *dsl.Node, input map[string]any) (map[string]any, error) {
+	s := rs.scope(input)
+	out := map[string]any{}
+	for _, f := range n.Compute.Fields {
+		v, err := f.Expr.Eval(s)
+		if err != nil {
+			return nil, failf(CodeExpressionFailed, "field %s = %s: %v", f.Name, f.Expr.Source(), err)
+		}
+		if n.Output != nil {
+			if field := n.Output.Field(f.Name); field != nil {
+				v, err = conform(v, field)
+				if err != nil {
+					return nil, failf(CodeExpressionFailed, "field %s = %s: %v", f.Name, f.Expr.Source(), err)
+				}
+			}
+		}
+		out[f.Name] = v
+	}
+	return out, nil
+}
+
+// conform converts an expression result to a schema field's type where
+// the conversion loses nothing (an integral float under int, an int under
+// float) and refuses the rest.
+func conform(v any, f *dsl.Field) (any, error) {
+	if f.Type.List {
+		return v, nil
+	}
+	switch f.Type.Kind {
+	case dsl.TypeInt:
+		switch x := v.(type) {
+		case int64:
+			return x, nil
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+				return int64(x), nil
+			}
+			return nil, fmt.Errorf("%v is not a whole number (field is int)", x)
+		}
+	case dsl.TypeFloat:
+		switch x := v.(type) {
+		case int64:
+			return float64(x), nil
+		case float64:
+			return x, nil
+		}
+	case dsl.TypeBool:
+		if _, ok := v.(bool); ok {
+			return v, nil
+		}
+	case dsl.TypeString:
+		if _, ok := v.(string); ok {
+			return v, nil
+		}
+	default:
+		return v, nil
+	}
+	return nil, fmt.Errorf("%s value %v does not fit field of type %s", typeName(v), v, f.Type)
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case int64:
+		return "int"
+	case float64:
+		return "float"
+	case string:
+		return "string"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// maxToolOutput bounds what a tool's stdout may bring into a run.
+const maxToolOutput = 4 << 20
+
+// tool runs a tool node's command with bash -c in the run's workspace.
+// Stdout that is a JSON object is the output; any other text becomes
+// {result: text}. A non-zero exit fails the node with the tail of stderr.
+func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
+	command := render(n.Tool.Command, rs.scope(input), renderShell)
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	cmd.Dir = rs.workdir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Cancellation kills the whole process group, not just bash.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr limitedBuffer
+	stdout.max, stderr.max = maxToolOutput, 64<<10
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, failf(CodeExecutionFailed, "command exited with status %d: %s", exit.ExitCode(), tail(stderr.String(), 2000))
+		}
+		return nil, failf(CodeExecutionFailed, "running command: %v", err)
+	}
+	if stdout.truncated {
+		return nil, failf(CodeExecutionFailed, "command printed more than %d bytes", maxToolOutput)
+	}
+	text := strings.TrimSpace(stdout.String())
+	var obj map[string]any
+	if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &obj) == nil && obj != nil {
+		return normalize(obj).(map[string]any), nil
+	}
+	return map[string]any{"result": text}, nil
+}
+
+// limitedBuffer keeps at most max bytes and notes that more were written.
+type limitedBuffer struct {
+	bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	if s == "" {
+		return "(no output on stderr)"
+	}
+	return s
+}
+
+// normalize turns decoded JSON numbers into int64 where they are whole,
+// matching what expressions produce.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x)
+		}
+	}
+	return v
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case float64:
+		if x == math.Trunc(x) {
+			return int64(x), true
+		}
+	}
+	return 0, false
+}
+
+// emitEvent publishes an emit node's payload in the run's sticky registry.
+func (rs *runState) emitEvent(n *dsl.Node, input map[string]any) map[string]any {
+	s := rs.scope(input)
+	payload := map[string]any{}
+	for _, m := range n.Event.With {
+		payload[m.Key] = renderValue(m.Value, s)
+	}
+	rs.mu.Lock()
+	rs.ck.Emitted[n.Event.Name] = payload
+	rs.mu.Unlock()
+	rs.e.bell.ring()
+	return payload
+}
+
+// wait blocks until its event has been emitted (earlier emits count) or
+// its timeout passes. In a branch it gives its slot back while it waits.
+func (rs *runState) wait(ctx context.Context, n *dsl.Node) (map[string]any, error) {
+	deadline := time.NewTimer(n.Timeout)
+	defer deadline.Stop()
+	slot := slotFrom(ctx)
+	defer func() { _ = slot.acquire(ctx) }()
+	for {
+		ring := rs.e.bell.wait()
+		rs.mu.Lock()
+		payload, ok := rs.ck.Emitted[n.Event.Name]
+		rs.mu.Unlock()
+		if ok {
+			return payload, nil
+		}
+		slot.release()
+		select {
+		case <-ring:
+		case <-deadline.C:
+			return nil, failf(CodeTimeout, "event %q was not emitted within %s", n.Event.Name, n.Timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// validateOutput checks an output against its schema: every field present
+// with its type and, for enums, one of the values.
+func validateOutput(s *dsl.Schema, out map[string]any) error {
+	var problems []string
+	for _, f := range s.Fields {
+		v, ok := out[f.Name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("field %q is missing", f.Name))
+			continue
+		}
+		if err := checkType(v, f); err != nil {
+			problems = append(problems, fmt.Sprintf("field %q: %v", f.Name, err))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func checkType(v any, f *dsl.Field) error {
+	if f.Type.List {
+		list, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("want a list of strings, got %s", typeName(v))
+		}
+		for _, item := range list {
+			if _, ok := item.(string); !ok {
+				return fmt.Errorf("want a list of strings, found %s", typeName(item))
+			}
+		}
+		return nil
+	}
+	ok := true
+	switch f.Type.Kind {
+	case dsl.TypeString, dsl.TypeFile:
+		s, isStr := v.(string)
+		ok = isStr
+		if isStr && len(f.Enum) > 0 && !slices.Contains(f.Enum, s) {
+			return fmt.Errorf("%q is not one of %s", s, strings.Join(f.Enum, ", "))
+		}
+	case dsl.TypeBool:
+		_, ok = v.(bool)
+	case dsl.TypeInt:
+		_, ok = asInt(v)
+	case dsl.TypeFloat:
+		switch v.(type) {
+		case int64, float64:
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("want %s, got %s", f.Type, typeName(v))
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
