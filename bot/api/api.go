@@ -1,0 +1,249 @@
+// Package api is the REST API over runs and interactions. The process that
+// owns a store serves it on a unix socket (and, later, iterion serve on
+// TCP with a token); CLI commands in other processes use Client to reach
+// the owner instead of opening the store, which Badger allows to one
+// process only.
+//
+// The routes and shapes follow upstream iterion's server:
+//
+//	GET  /api/runs                                   {runs: [Run…]}       ?status=&limit=
+//	GET  /api/runs/{id}                              Run
+//	GET  /api/runs/{id}/events                       {events: [Event…]}   ?after=&limit=
+//	GET  /api/runs/{id}/interactions/pending         {interactions: [Interaction…]}
+//	POST /api/runs/{id}/interactions/{iid}/answer    {answer, by?, via?} → {run_id, interaction_id, queued, resumed}
+//	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
+//
+// Errors are {error: "…"} with 400 (bad request), 404 (unknown run or
+// question), 409 (already answered, or not an async question).
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// runEngine is what the API needs from the engine.
+type runEngine interface {
+	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
+	Cancel(runID string) bool
+}
+
+// Server serves the API.
+type Server struct {
+	engine runEngine
+	store  engine.Store
+	log    *slog.Logger
+	// afterAnswer, when set, runs after an accepted answer (the owner uses
+	// it to resume a run paused on an await of the answered node); it
+	// reports whether the run was resumed.
+	afterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
+}
+
+// Options configure a Server. Zero fields mean the defaults noted.
+type Options struct {
+	// Logger receives request errors. nil means none.
+	Logger *slog.Logger
+	// AfterAnswer runs after an accepted answer. nil means nothing.
+	AfterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
+}
+
+// NewServer returns a server over an engine and its store.
+func NewServer(e runEngine, s engine.Store, opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer}
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/runs", s.listRuns)
+	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
+	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
+	mux.HandleFunc("GET /api/runs/{id}/interactions/pending", s.pending)
+	mux.HandleFunc("POST /api/runs/{id}/interactions/{iid}/answer", s.answer)
+	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
+	return mux
+}
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", 100)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	runs, err := s.store.Runs(r.Context(), engine.RunFilter{Status: engine.Status(r.URL.Query().Get("status")), Limit: int(limit)})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []*engine.Run{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.store.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	after, err := intParam(r, "after", 0)
+	if err == nil {
+		var limit int64
+		limit, err = intParam(r, "limit", 1000)
+		if err == nil {
+			id := r.PathValue("id")
+			if _, err = s.store.Run(r.Context(), id); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			evs, err := s.store.Events(r.Context(), id, after, int(limit))
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if evs == nil {
+				evs = []engine.Event{}
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+			return
+		}
+	}
+	writeError(w, http.StatusBadRequest, err)
+}
+
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.store.Run(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ixs, err := s.store.Pending(r.Context(), id, "")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ixs == nil {
+		ixs = []*engine.Interaction{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"interactions": ixs})
+}
+
+// AnswerBody is the body of an answer request.
+type AnswerBody struct {
+	Answer string `json:"answer"`
+	By     string `json:"by,omitempty"`
+	Via    string `json:"via,omitempty"`
+}
+
+// AnswerResponse is the reply to an accepted answer.
+type AnswerResponse struct {
+	RunID         string `json:"run_id"`
+	InteractionID string `json:"interaction_id"`
+	Queued        bool   `json:"queued"`
+	Resumed       bool   `json:"resumed"`
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	var body AnswerBody
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the answer: %w (send {\"answer\": \"…\"})", err))
+		return
+	}
+	via := body.Via
+	if via == "" {
+		via = "api"
+	}
+	req := engine.AnswerRequest{RunID: r.PathValue("id"), InteractionID: r.PathValue("iid"), Text: body.Answer, By: body.By, Via: via}
+	res, err := s.engine.Answer(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.afterAnswer != nil {
+		res.Resumed = s.afterAnswer(r.Context(), res)
+	}
+	writeJSON(w, http.StatusOK, AnswerResponse{RunID: req.RunID, InteractionID: req.InteractionID, Queued: true, Resumed: res.Resumed})
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.store.Run(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": id, "cancelled": s.engine.Cancel(id)})
+}
+
+// fail maps engine errors to statuses; anything unexpected is a 500 whose
+// detail goes to the log, not to the caller.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	for _, m := range errorCodes {
+		if errors.Is(err, m.err) {
+			writeJSON(w, m.status, errorBody{Error: err.Error(), Code: m.code})
+			return
+		}
+	}
+	s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error", Code: "internal"})
+}
+
+// errorCodes maps the engine's sentinels to statuses and to the codes
+// clients turn back into the same sentinels.
+var errorCodes = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{engine.ErrNotFound, http.StatusNotFound, "not_found"},
+	{engine.ErrEmptyAnswer, http.StatusBadRequest, "empty_answer"},
+	{engine.ErrAlreadyAnswered, http.StatusConflict, "already_answered"},
+	{engine.ErrNotAsync, http.StatusConflict, "not_async"},
+}
+
+// errorBody is the JSON of an error reply.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func intParam(r *http.Request, name string, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("query parameter %s=%q is not a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, errorBody{Error: err.Error(), Code: "bad_request"})
+}

@@ -1,0 +1,164 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// Client calls the API of a store's owner.
+type Client struct {
+	http *http.Client
+	base string
+}
+
+// NewUnixClient returns a client for the API served on a unix socket.
+func NewUnixClient(socket string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	return &Client{http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, base: "http://owner"}
+}
+
+// NewClient returns a client for the API at base (such as a test server).
+func NewClient(base string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{http: hc, base: base}
+}
+
+// Error is an error reply. It matches the engine's sentinel errors with
+// errors.Is, so callers branch the same way with or without an owner.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is maps the reply's code back to the engine's sentinel.
+func (e *Error) Is(target error) bool {
+	for _, m := range errorCodes {
+		if m.code == e.Code && m.err == target {
+			return true
+		}
+	}
+	return false
+}
+
+// Runs lists runs, newest first.
+func (c *Client) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error) {
+	q := url.Values{}
+	if f.Status != "" {
+		q.Set("status", string(f.Status))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out struct {
+		Runs []*engine.Run `json:"runs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/runs?"+q.Encode(), nil, &out)
+	return out.Runs, err
+}
+
+// Run returns one run.
+func (c *Client) Run(ctx context.Context, id string) (*engine.Run, error) {
+	var run engine.Run
+	if err := c.do(ctx, http.MethodGet, "/api/runs/"+url.PathEscape(id), nil, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Events returns events of a run after seq.
+func (c *Client) Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error) {
+	var out struct {
+		Events []engine.Event `json:"events"`
+	}
+	path := fmt.Sprintf("/api/runs/%s/events?after=%d&limit=%d", url.PathEscape(id), after, limit)
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.Events, err
+}
+
+// Pending lists a run's pending async questions.
+func (c *Client) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
+	var out struct {
+		Interactions []*engine.Interaction `json:"interactions"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/runs/"+url.PathEscape(id)+"/interactions/pending", nil, &out)
+	return out.Interactions, err
+}
+
+// Answer answers an async question.
+func (c *Client) Answer(ctx context.Context, req engine.AnswerRequest) (*AnswerResponse, error) {
+	var out AnswerResponse
+	path := "/api/runs/" + url.PathEscape(req.RunID) + "/interactions/" + url.PathEscape(req.InteractionID) + "/answer"
+	err := c.do(ctx, http.MethodPost, path, AnswerBody{Answer: req.Text, By: req.By, Via: req.Via}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Cancel asks the owner to cancel a run; it reports whether the run was
+// executing there.
+func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
+	var out struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/runs/"+url.PathEscape(id)+"/cancel", struct{}{}, &out)
+	return out.Cancelled, err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling the store owner: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the store owner's reply: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb errorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+			eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
+		}
+		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decoding the store owner's reply: %w", err)
+		}
+	}
+	return nil
+}
