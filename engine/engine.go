@@ -39,6 +39,10 @@ type Options struct {
 	// Poll is how often parked gates re-check the store for answers that
 	// arrived through another process. 0 means one second.
 	Poll time.Duration
+	// OnEvent, when set, is called with every event once it is stored, in
+	// order per run, for progress display and live views. It must not
+	// block for long.
+	OnEvent func(Event)
 }
 
 // Engine runs workflows. It is safe for concurrent use; one Engine serves
@@ -52,6 +56,7 @@ type Engine struct {
 	owner    string
 	poll     time.Duration
 	bell     *doorbell
+	onEvent  func(Event)
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
@@ -62,7 +67,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
-		bell: newDoorbell(), running: map[string]context.CancelFunc{},
+		bell: newDoorbell(), running: map[string]context.CancelFunc{}, onEvent: opts.OnEvent,
 	}
 	if e.now == nil {
 		e.now = time.Now

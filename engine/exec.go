@@ -199,6 +199,11 @@ func (rs *runState) commit(ctx context.Context, c Change) error {
 	if err := rs.e.store.Commit(context.WithoutCancel(ctx), c); err != nil {
 		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
 	}
+	if rs.e.onEvent != nil {
+		for _, ev := range events {
+			rs.e.onEvent(ev)
+		}
+	}
 	return nil
 }
 

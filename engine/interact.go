@@ -82,7 +82,10 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", req.RunID, err)
 	}
-	if !run.Status.Resumable() {
+	// A run still marked running was interrupted (its owner died: the
+	// caller holds the store, so nobody else executes it); it continues
+	// from its checkpoint, re-running the node that was executing.
+	if !run.Status.Resumable() && run.Status != StatusRunning {
 		return nil, fmt.Errorf("run %s is %s and cannot be resumed", run.ID, run.Status)
 	}
 	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
@@ -108,6 +111,27 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
+}
+
+// AwaitReady reports whether a run paused on the await_answers tool can
+// continue: every async question of the paused node is answered. The owner
+// of the run resumes it then, so answering the last question releases the
+// agent without anyone calling resume.
+func (e *Engine) AwaitReady(ctx context.Context, runID string) (bool, error) {
+	run, err := e.store.Run(ctx, runID)
+	if err != nil || run.Status != StatusPausedWaitingHuman {
+		return false, err
+	}
+	raw, err := e.store.Checkpoint(ctx, runID)
+	if err != nil || raw == nil {
+		return false, err
+	}
+	ck, err := decodeCheckpoint(raw)
+	if err != nil || ck.Pause == nil || ck.Pause.Kind != KindAwait {
+		return false, err
+	}
+	pending, err := e.store.Pending(ctx, runID, ck.Pause.Node)
+	return err == nil && len(pending) == 0, err
 }
 
 // answerPause records the answers of a blocking pause. For a human node

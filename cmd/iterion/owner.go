@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/iterion-bot/iterion/bot/api"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store"
+)
+
+// ownerFile, in the store directory, records the process that owns the
+// store and where its API listens.
+const ownerFile = "owner.json"
+
+type ownerInfo struct {
+	PID     int       `json:"pid"`
+	Socket  string    `json:"socket"`
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+}
+
+// storeDir resolves the store directory: the flag, then ITERION_STORE,
+// then .iterion in the current directory.
+func storeDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if env := os.Getenv("ITERION_STORE"); env != "" {
+		return env
+	}
+	return ".iterion"
+}
+
+// socketPath is a short, per-store path for the owner's unix socket
+// (socket paths are limited to about 100 bytes, store paths are not).
+func socketPath(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "iterion-"+hex.EncodeToString(sum[:6])+".sock")
+}
+
+// owner is this process holding a store: the database, the engine over
+// it, and the API served on the store's socket.
+type owner struct {
+	dir    string
+	db     *store.DB
+	engine *engine.Engine
+	srv    *http.Server
+	ln     net.Listener
+}
+
+// becomeOwner opens the store directory for this process and serves its
+// API. A second owner gets an error naming the first.
+func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool) (*owner, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
+	}
+	db, err := store.Open(dir, store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		if info, ok := readOwner(dir); ok {
+			return nil, fmt.Errorf("store %s is in use by another iterion process (pid %d, %q, since %s); wait for it, or use another --store-dir", dir, info.PID, info.Command, info.Since.Format(time.RFC3339))
+		}
+		return nil, fmt.Errorf("store %s is in use by another iterion process; wait for it, or use another --store-dir", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	opts.Store = db
+	o := &owner{dir: dir, db: db, engine: engine.New(opts)}
+	sock := socketPath(dir)
+	_ = os.Remove(sock) // a stale socket of a dead owner; we hold the store lock
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		db.Close()
+		return nil, fmt.Errorf("securing %s: %w", sock, err)
+	}
+	o.ln = ln
+	info := ownerInfo{PID: os.Getpid(), Socket: sock, Command: command, Since: time.Now().UTC()}
+	b, _ := json.Marshal(info)
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600); err != nil {
+		o.Close()
+		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
+	}
+	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer})
+	o.srv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = o.srv.Serve(ln) }()
+	return o, nil
+}
+
+// Close stops the API and closes the store.
+func (o *owner) Close() error {
+	if o.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = o.srv.Shutdown(ctx)
+		cancel()
+	}
+	if o.ln != nil {
+		_ = os.Remove(o.ln.Addr().String())
+	}
+	_ = os.Remove(filepath.Join(o.dir, ownerFile))
+	return o.db.Close()
+}
+
+func readOwner(dir string) (ownerInfo, bool) {
+	var info ownerInfo
+	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil || json.Unmarshal(b, &info) != nil || info.PID <= 0 {
+		return info, false
+	}
+	return info, true
+}
+
+// alive reports whether a process with pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// storeAccess is how a CLI command reaches a store: through its live
+// owner's API, or by opening it directly when nobody owns it.
+type storeAccess struct {
+	client *api.Client // set when an owner is alive
+	db     *store.DB   // set when this process opened the store
+}
+
+// access connects to the store's owner, or opens the store when there is
+// no live owner.
+func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, error) {
+	if info, ok := readOwner(dir); ok && alive(info.PID) {
+		c := api.NewUnixClient(info.Socket)
+		if _, err := c.Runs(ctx, engine.RunFilter{Limit: 1}); err == nil {
+			return &storeAccess{client: c}, nil
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("no iterion store at %s (start a run with iterion run, or pass --store-dir)", dir)
+	}
+	db, err := store.Open(dir, store.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	return &storeAccess{db: db}, nil
+}
+
+func (a *storeAccess) Close() {
+	if a.db != nil {
+		a.db.Close()
+	}
+}

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// backends are the agent backends this build has. The real ones (claw,
+// claude_code, pi) arrive with the backends package; until then an LLM node
+// fails with "backend … is not available in this build".
+func backends() map[string]engine.Backend { return map[string]engine.Backend{} }
+
+type runFlags struct {
+	vars          []string
+	preset        string
+	runID         string
+	storeDir      string
+	asJSON        bool
+	noInteractive bool
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workflow in this process until it finishes, fails or pauses",
+		Long: `Run compiles FILE, stores a new run in the store directory (--store-dir, else
+$ITERION_STORE, else .iterion) and executes it here. While it runs, this
+process owns the store: other iterion commands reach it through its socket
+(iterion runs questions, iterion runs answer …).
+
+In a terminal, async questions are printed as the agent posts them; type an
+answer and press Enter to answer the oldest open question, while the run goes
+on. A human node pauses the run: run then asks for each answer, unless
+--no-interactive, in which case it exits 0 with the run paused (continue it
+with iterion resume).
+
+Exit status: 0 when the run finished or paused, 1 when it failed, was
+cancelled or the workflow is invalid, 2 on a usage error.`,
+		Args: exactArgs(1, "run needs one workflow file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorkflow(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+		},
+	}
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a workflow var: --var name=value (repeatable)")
+	cmd.Flags().StringVar(&f.preset, "preset", "", "apply a preset declared by the workflow")
+	cmd.Flags().StringVar(&f.runID, "run-id", "", "id of the new run ([a-z0-9-], at most 64); generated when empty")
+	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the outcome as JSON")
+	cmd.Flags().BoolVar(&f.noInteractive, "no-interactive", false, "never prompt; a pause ends the command")
+	return cmd
+}
+
+func exactArgs(n int, msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{errors.New(msg)}
+		}
+		return nil
+	}
+}
+
+// loadWorkflow reads and compiles a workflow, printing its diagnostics.
+func loadWorkflow(out io.Writer, file string) (*dsl.Workflow, error) {
+	src, err := readWorkflow(file)
+	if err != nil {
+		return nil, err
+	}
+	w, ds := dsl.CompileSource(file, src)
+	if ds.HasErrors() {
+		_ = dsl.Render(out, ds, map[string][]byte{file: src})
+		return nil, fmt.Errorf("%s has errors; fix them and run again", file)
+	}
+	return w, nil
+}
+
+func parseKV(list []string, flag string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usageError{fmt.Errorf("--%s %q: write name=value", flag, kv)}
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+// progress prints a run's events as one line each.
+type progress struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+func (p *progress) event(ev engine.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Type {
+	case engine.EventNodeStarted:
+		fmt.Fprintf(p.out, "▶ %s %s\n", ev.Data["kind"], ev.NodeID)
+	case engine.EventNodeFinished:
+		fmt.Fprintf(p.out, "✓ %s\n", ev.NodeID)
+	case engine.EventHumanInputRequested:
+		q, _ := ev.Data["questions"].(map[string]any)
+		if ev.Data["async"] == true {
+			fmt.Fprintf(p.out, "? question %s from %s: %v\n  (type an answer and press Enter, or: iterion runs answer %s %s \"…\")\n",
+				ev.Data["interaction_id"], ev.NodeID, q[engine.QuestionKey], ev.RunID, ev.Data["interaction_id"])
+		}
+	case engine.EventInteractionAnswered:
+		fmt.Fprintf(p.out, "✎ %s answered\n", ev.Data["interaction_id"])
+	case engine.EventRunFailed:
+		fmt.Fprintf(p.out, "✗ run failed [%s]: %s\n", ev.Data["code"], ev.Data["error"])
+	}
+}
+
+// interactive reports whether stdin is a terminal.
+func interactive(in io.Reader) bool {
+	f, ok := in.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, file string, f runFlags) error {
+	given, err := parseKV(f.vars, "var")
+	if err != nil {
+		return err
+	}
+	w, err := loadWorkflow(stderr, file)
+	if err != nil {
+		return err
+	}
+	vars, err := engine.ResolveVars(w, given, f.preset)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if f.runID != "" && !engine.ValidRunID(f.runID) {
+		return usageError{fmt.Errorf("--run-id %q: use 1 to 64 of a-z, 0-9 and -", f.runID)}
+	}
+	dir := storeDir(f.storeDir)
+	prog := &progress{out: stderr}
+	var o *owner
+	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool { return false }
+	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+
+	tty := interactive(in) && !f.noInteractive
+	if tty {
+		go answerLoop(ctx, in, o, stderr)
+	}
+	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: f.runID, Vars: vars, Trigger: engine.Trigger{Source: "cli"}, File: file})
+	if err != nil {
+		return err
+	}
+	for tty && run.Status == engine.StatusPausedWaitingHuman {
+		answers, err := promptPause(ctx, in, stderr, o, run)
+		if err != nil {
+			return err
+		}
+		run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: answers, By: userName(), Via: "cli"})
+		if err != nil {
+			return err
+		}
+	}
+	return report(ctx, stdout, o.db, run, dir, f.asJSON)
+}
+
+// answerLoop answers the oldest pending async question with each line
+// typed while the run goes on.
+func answerLoop(ctx context.Context, in io.Reader, o *owner, out io.Writer) {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		runs, err := o.db.Runs(ctx, engine.RunFilter{Status: engine.StatusRunning, Limit: 1})
+		if err != nil || len(runs) == 0 {
+			continue
+		}
+		pending, err := o.db.Pending(ctx, runs[0].ID, "")
+		if err != nil || len(pending) == 0 {
+			fmt.Fprintln(out, "  (no open question to answer)")
+			continue
+		}
+		if _, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runs[0].ID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"}); err != nil {
+			fmt.Fprintf(out, "  answer refused: %v\n", err)
+		}
+	}
+}
+
+// promptPause asks, in a terminal, for the answers of a blocking pause.
+func promptPause(ctx context.Context, in io.Reader, out io.Writer, o *owner, run *engine.Run) (map[string]string, error) {
+	ixs, err := o.db.Interactions(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	var ix *engine.Interaction
+	for _, candidate := range ixs {
+		if candidate.Kind != engine.KindAsync && candidate.Pending() {
+			ix = candidate
+		}
+	}
+	if ix == nil {
+		return nil, fmt.Errorf("run %s is paused but has no open question", run.ID)
+	}
+	if s, ok := ix.Questions["_instructions"].(string); ok {
+		fmt.Fprintf(out, "\n%s\n\n", s)
+	}
+	sc := bufio.NewScanner(in)
+	answers := map[string]string{}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range ix.Questions {
+			if !strings.HasPrefix(k, "_") && !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		fmt.Fprintf(out, "%s [%v]: ", k, ix.Questions[k])
+		if !sc.Scan() {
+			return nil, fmt.Errorf("no answer for %s: the run stays paused (iterion resume --run-id %s --answer %s=…)", k, run.ID, k)
+		}
+		answers[k] = sc.Text()
+	}
+	return answers, nil
+}
+
+// report prints the outcome and sets the exit status.
+func report(ctx context.Context, out io.Writer, db interface {
+	Interactions(context.Context, string) ([]*engine.Interaction, error)
+}, run *engine.Run, dir string, asJSON bool) error {
+	res := map[string]any{"run_id": run.ID, "workflow": run.Workflow, "store": dir, "status": run.Status, "file": run.File}
+	if run.Status == engine.StatusPausedWaitingHuman {
+		ixs, _ := db.Interactions(ctx, run.ID)
+		for _, ix := range ixs {
+			if ix.Kind != engine.KindAsync && ix.Pending() {
+				res["node_id"], res["interaction_id"], res["questions"] = ix.NodeID, ix.ID, ix.Questions
+			}
+		}
+	}
+	if run.FailureCode != "" {
+		res["failure_code"], res["error"] = run.FailureCode, run.Error
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		switch run.Status {
+		case engine.StatusFinished:
+			fmt.Fprintf(out, "run %s finished\n", run.ID)
+		case engine.StatusPausedWaitingHuman:
+			fmt.Fprintf(out, "run %s paused at %v waiting for %v\ncontinue it with: iterion resume --run-id %s --answer <field>=<value>\n", run.ID, res["node_id"], res["interaction_id"], run.ID)
+		default:
+			fmt.Fprintf(out, "run %s %s [%s]: %s\n", run.ID, run.Status, run.FailureCode, run.Error)
+		}
+	}
+	switch run.Status {
+	case engine.StatusFinished, engine.StatusPausedWaitingHuman:
+		return nil
+	}
+	return exitCodeError(exitError)
+}
+
+func newResumeCmd() *cobra.Command {
+	var runID, storeFlag, file, answersFile string
+	var answers []string
+	var force, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "resume --run-id ID [--answer k=v]…",
+		Short: "Continue a paused, failed_resumable, cancelled or interrupted run in this process",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runID == "" {
+				return usageError{errors.New("resume needs --run-id")}
+			}
+			given, err := parseKV(answers, "answer")
+			if err != nil {
+				return err
+			}
+			if answersFile != "" {
+				b, err := os.ReadFile(answersFile)
+				if err != nil {
+					return fmt.Errorf("reading --answers-file: %w", err)
+				}
+				var fromFile map[string]any
+				if err := json.Unmarshal(b, &fromFile); err != nil {
+					return fmt.Errorf("--answers-file %s: want a JSON object of answers: %w", answersFile, err)
+				}
+				for k, v := range fromFile {
+					if s, ok := v.(string); ok {
+						given[k] = s
+					} else {
+						b, _ := json.Marshal(v)
+						given[k] = string(b)
+					}
+				}
+			}
+			return resumeRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), runID, storeDir(storeFlag), file, given, force, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&runID, "run-id", "", "the run to continue")
+	cmd.Flags().StringVar(&storeFlag, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.Flags().StringVar(&file, "file", "", "workflow file (default: the one the run started from)")
+	cmd.Flags().StringArrayVar(&answers, "answer", nil, "answer of the paused question: --answer field=value (repeatable)")
+	cmd.Flags().StringVar(&answersFile, "answers-file", "", "JSON object of answers")
+	cmd.Flags().BoolVar(&force, "force", false, "resume even if the workflow file changed since the run started")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	return cmd
+}
+
+func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
+	prog := &progress{out: stderr}
+	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event}, nil)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	run, err := o.db.Run(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("run %s: %w (list runs with iterion runs list)", runID, err)
+	}
+	if file == "" {
+		file = run.File
+	}
+	if file == "" {
+		return usageError{fmt.Errorf("run %s did not record its workflow file: pass --file", runID)}
+	}
+	w, err := loadWorkflow(stderr, file)
+	if err != nil {
+		return err
+	}
+	run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: runID, Answers: answers, Force: force, By: userName(), Via: "cli"})
+	if err != nil {
+		return err
+	}
+	return report(ctx, stdout, o.db, run, dir, asJSON)
+}
+
+func userName() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}

@@ -1,0 +1,448 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store"
+)
+
+// newStore opens a real Badger store in a temporary directory.
+func newStore(t testing.TB) *store.DB {
+	t.Helper()
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustCompile(t testing.TB, src string) *dsl.Workflow {
+	t.Helper()
+	w, ds := dsl.CompileSource("t.bot", []byte(src))
+	if ds.HasErrors() {
+		t.Fatalf("workflow does not compile:\n%s", dsl.RenderString(ds, map[string][]byte{"t.bot": []byte(src)}))
+	}
+	return w
+}
+
+// script is a backend whose behaviour is a Go function: it stands in for a
+// model in engine tests.
+type script struct {
+	async bool
+	run   func(ctx context.Context, t *engine.Task) (*engine.Result, error)
+}
+
+func (s *script) Execute(ctx context.Context, t *engine.Task) (*engine.Result, error) { return s.run(ctx, t) }
+func (s *script) Capabilities() engine.Capabilities {
+	return engine.Capabilities{AsyncQuestions: s.async}
+}
+
+func newEngine(t testing.TB, db engine.Store, backends map[string]engine.Backend) *engine.Engine {
+	t.Helper()
+	return engine.New(engine.Options{Store: db, Backends: backends, Poll: time.Hour})
+}
+
+func start(t testing.TB, e *engine.Engine, w *dsl.Workflow, vars map[string]any) *engine.Run {
+	t.Helper()
+	run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, Vars: vars, WorkDir: t.TempDir(), Trigger: engine.Trigger{Source: "test"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return run
+}
+
+func eventTypes(t testing.TB, db engine.Store, runID string) []string {
+	t.Helper()
+	evs, err := db.Events(context.Background(), runID, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range evs {
+		s := ev.Type
+		if ev.NodeID != "" {
+			s += ":" + ev.NodeID
+		}
+		types = append(types, s)
+	}
+	return types
+}
+
+func TestComputeChainAndLoop(t *testing.T) {
+	src := `
+schema count:
+  n: int
+
+compute start:
+  output: count
+  expr:
+    n: "1"
+
+compute double:
+  output: count
+  expr:
+    n: "outputs.start.n * (loop.again.iteration + 1)"
+
+workflow w:
+  entry: start
+  start -> double
+  double -> double as again(3)
+  double -> done
+`
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run := start(t, e, mustCompile(t, src), nil)
+	if run.Status != engine.StatusFinished {
+		t.Fatalf("status = %s (%s %s), want finished", run.Status, run.FailureCode, run.Error)
+	}
+	got := eventTypes(t, db, run.ID)
+	if n := strings.Count(strings.Join(got, " "), "node_finished:double"); n != 4 {
+		t.Errorf("double ran %d times, want 4 (3 crossings + 1): %v", n, got)
+	}
+}
+
+func TestToolOutputsAndFailure(t *testing.T) {
+	tests := []struct {
+		name       string
+		command    string
+		wantStatus engine.Status
+		wantCode   string
+		wantErr    string
+	}{
+		{name: "json object", command: `echo '{"ok": true, "n": 3}'`, wantStatus: engine.StatusFinished},
+		{name: "plain text", command: "echo hello", wantStatus: engine.StatusFinished},
+		{name: "non-zero exit", command: "echo broken >&2; exit 3", wantStatus: engine.StatusFailed, wantCode: engine.CodeExecutionFailed, wantErr: "status 3: broken"},
+		{name: "quoted var", command: "test {{vars.v}} = \"it's\"", wantStatus: engine.StatusFinished},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "vars:\n  v: string = \"it's\"\ntool t:\n  command: `" + tc.command + "`\nworkflow w:\n  entry: t\n  t -> done\n"
+			db := newStore(t)
+			run := start(t, newEngine(t, db, nil), mustCompile(t, src), map[string]any{"v": "it's"})
+			if run.Status != tc.wantStatus || run.FailureCode != tc.wantCode || !strings.Contains(run.Error, tc.wantErr) {
+				t.Errorf("run = %s %s %q, want %s %s containing %q", run.Status, run.FailureCode, run.Error, tc.wantStatus, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFailNodeAndGuards(t *testing.T) {
+	src := `
+vars:
+  score: int
+
+compute judge:
+  expr:
+    good: "vars.score > 5"
+
+fail too_low:
+  code: SCORE_TOO_LOW
+  message: "score {{vars.score}} is too low"
+
+workflow w:
+  entry: judge
+  judge -> done when "good"
+  judge -> too_low else
+`
+	w := mustCompile(t, src)
+	for _, tc := range []struct {
+		score      int64
+		wantStatus engine.Status
+		wantCode   string
+	}{{9, engine.StatusFinished, ""}, {2, engine.StatusFailed, "SCORE_TOO_LOW"}} {
+		db := newStore(t)
+		run := start(t, newEngine(t, db, nil), w, map[string]any{"score": tc.score})
+		if run.Status != tc.wantStatus || run.FailureCode != tc.wantCode {
+			t.Errorf("score %d: run = %s %s %q", tc.score, run.Status, run.FailureCode, run.Error)
+		}
+		if tc.wantCode != "" && run.Error != "score 2 is too low" {
+			t.Errorf("error = %q, want the rendered fail message", run.Error)
+		}
+	}
+}
+
+func TestHumanPauseAndResume(t *testing.T) {
+	src := `
+schema decision:
+  approved: bool
+  reason: string
+
+prompt ask:
+  Approve the release?
+
+human approve:
+  instructions: ask
+  output: decision
+
+workflow w:
+  entry: approve
+  approve -> done when approved
+  approve -> fail
+`
+	w := mustCompile(t, src)
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run := start(t, e, w, nil)
+	if run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("status = %s, want paused_waiting_human", run.Status)
+	}
+	ixs, err := db.Interactions(context.Background(), run.ID)
+	if err != nil || len(ixs) != 1 {
+		t.Fatalf("interactions = %v, %v", ixs, err)
+	}
+	if ixs[0].ID != run.ID+"_approve" || ixs[0].Questions["_instructions"] != "Approve the release?" {
+		t.Errorf("interaction = %+v", ixs[0])
+	}
+	ctx := context.Background()
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "maybe", "reason": "x"}})
+	if err == nil || !strings.Contains(err.Error(), `"maybe" is not a yes/no answer`) {
+		t.Fatalf("bad answer: err = %v", err)
+	}
+	run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "yes", "reason": "tested"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != engine.StatusFinished {
+		t.Fatalf("after resume: %s %s %s", run.Status, run.FailureCode, run.Error)
+	}
+}
+
+func TestFanOutJoin(t *testing.T) {
+	src := `
+schema v:
+  n: int
+
+compute seed:
+  output: v
+  expr:
+    n: "21"
+
+router split:
+  mode: fan_out_all
+
+compute left:
+  output: v
+  expr:
+    n: "outputs.seed.n"
+
+compute right:
+  output: v
+  expr:
+    n: "outputs.seed.n"
+
+compute gather:
+  await: wait_all
+  output: v
+  publish: total
+  expr:
+    n: "outputs.left.n + outputs.right.n"
+
+workflow w:
+  entry: seed
+  budget:
+    max_parallel_branches: 1
+  seed -> split
+  split -> left
+  split -> right
+  left -> gather
+  right -> gather
+  gather -> done
+`
+	db := newStore(t)
+	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
+	if run.Status != engine.StatusFinished {
+		t.Fatalf("status = %s %s %s", run.Status, run.FailureCode, run.Error)
+	}
+	evs, _ := db.Events(context.Background(), run.ID, 0, 1000)
+	var total any
+	for _, ev := range evs {
+		if ev.Type == engine.EventNodeFinished && ev.NodeID == "gather" {
+			total = ev.Data["output"].(map[string]any)["n"]
+		}
+	}
+	if total != float64(42) && total != int64(42) {
+		t.Errorf("gather.n = %v, want 42", total)
+	}
+}
+
+func TestBackendNotAvailable(t *testing.T) {
+	src := "agent a:\n  backend: claude_code\nworkflow w:\n  entry: a\n  a -> done\n"
+	db := newStore(t)
+	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
+	want := `backend "claude_code" is not available in this build`
+	if run.Status != engine.StatusFailed || !strings.Contains(run.Error, want) {
+		t.Errorf("run = %s %q, want failed with %q", run.Status, run.Error, want)
+	}
+}
+
+func TestAsyncBackendCapability(t *testing.T) {
+	src := "agent a:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: a\n  a -> done\n"
+	db := newStore(t)
+	sync := &script{run: func(context.Context, *engine.Task) (*engine.Result, error) { return &engine.Result{}, nil }}
+	run := start(t, newEngine(t, db, map[string]engine.Backend{"claw": sync}), mustCompile(t, src), nil)
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeCapabilityUnsupported {
+		t.Errorf("run = %s %s %q, want CAPABILITY_UNSUPPORTED", run.Status, run.FailureCode, run.Error)
+	}
+}
+
+const asyncWorkflow = `
+schema draft_out:
+  draft: string
+
+agent draft:
+  model: "anthropic/x"
+  interaction: async
+  output: draft_out
+
+await_answers gate:
+  from: draft
+  timeout: "%s"
+
+agent finalize:
+  model: "anthropic/x"
+  user: "{{outputs.gate.answers}}"
+
+workflow w:
+  entry: draft
+  draft -> gate
+  gate -> finalize
+  finalize -> done
+`
+
+// asker posts two questions, keeps working, and finishes; finisher records
+// what it was told.
+func asyncBackends(t *testing.T, finalUser *string, posted chan<- []string) map[string]engine.Backend {
+	var mu sync.Mutex
+	b := &script{async: true, run: func(ctx context.Context, task *engine.Task) (*engine.Result, error) {
+		if task.NodeID == "draft" {
+			var ids []string
+			for _, q := range []string{"Which licence?", "Minimum Go version?"} {
+				id, err := task.PostQuestion(ctx, engine.AsyncQuestion{Question: q})
+				if err != nil {
+					return nil, err
+				}
+				ids = append(ids, id)
+			}
+			if posted != nil {
+				posted <- ids
+			}
+			return &engine.Result{Output: map[string]any{"draft": "README with TODO(licence)"}}, nil
+		}
+		mu.Lock()
+		*finalUser = task.User
+		mu.Unlock()
+		return &engine.Result{Output: map[string]any{"readme": "done"}}, nil
+	}}
+	return map[string]engine.Backend{"claw": b}
+}
+
+func TestAwaitGateReleasedByAnswers(t *testing.T) {
+	db := newStore(t)
+	var finalUser string
+	posted := make(chan []string, 1)
+	e := newEngine(t, db, asyncBackends(t, &finalUser, posted))
+	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "30m", 1))
+	ctx := context.Background()
+	runID := "async-1"
+	done := make(chan *engine.Run, 1)
+	go func() {
+		run, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, WorkDir: t.TempDir()})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- run
+	}()
+	// Once both questions are posted, answer them; the gate is parked or
+	// about to be, and is level-triggered either way.
+	var ids []string
+	select {
+	case ids = <-posted:
+	case run := <-done:
+		t.Fatalf("run stopped before the questions: %+v", run)
+	}
+	for i, id := range ids {
+		if _, err := e.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: id, Text: []string{"MIT", "1.26"}[i], By: "tester", Via: "cli"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := <-done
+	if run.Status != engine.StatusFinished {
+		t.Fatalf("status = %s %s %s", run.Status, run.FailureCode, run.Error)
+	}
+	for _, want := range []string{runID + "_draft_async_1", `"answer":"MIT"`, `"answer":"1.26"`} {
+		if !strings.Contains(finalUser, want) {
+			t.Errorf("finalize's prompt lacks %q: %s", want, finalUser)
+		}
+	}
+	// The answers were queued for the asking node too.
+	msgs, _ := db.DrainInbox(ctx, runID, "draft")
+	if len(msgs) != 2 || !strings.HasPrefix(msgs[0].Text, "[Answer to question "+runID+"_draft_async_1] Q: \"Which licence?\" — A: MIT") {
+		t.Errorf("inbox = %+v", msgs)
+	}
+	// A second answer is a conflict naming the first responder.
+	_, err := e.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: ids[0], Text: "GPL", By: "late", Via: "slack"})
+	var already *engine.AlreadyAnsweredError
+	if !errors.As(err, &already) || already.AnsweredBy != "tester" {
+		t.Errorf("second answer: err = %v, want AlreadyAnsweredError by tester", err)
+	}
+}
+
+func TestAwaitGateTimeoutNamesUnanswered(t *testing.T) {
+	db := newStore(t)
+	var finalUser string
+	e := newEngine(t, db, asyncBackends(t, &finalUser, nil))
+	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "50ms", 1))
+	run := start(t, e, w, nil)
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeTimeout {
+		t.Fatalf("run = %s %s %q, want failed TIMEOUT", run.Status, run.FailureCode, run.Error)
+	}
+	for _, want := range []string{"2 unanswered question(s)", run.ID + "_draft_async_1", run.ID + "_draft_async_2"} {
+		if !strings.Contains(run.Error, want) {
+			t.Errorf("error %q lacks %q", run.Error, want)
+		}
+	}
+}
+
+func TestResolveVars(t *testing.T) {
+	w := mustCompile(t, `
+vars:
+  name: string
+  n: int = 2
+  mode: string [enum: "a", "b"] = "a"
+
+presets:
+  fast:
+    n: 1
+
+compute c:
+  expr:
+    x: "1"
+
+workflow w:
+  entry: c
+  c -> done
+`)
+	got, err := engine.ResolveVars(w, map[string]string{"name": "x", "mode": "b"}, "fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"name": "x", "n": int64(1), "mode": "b"}, got); diff != "" {
+		t.Errorf("vars (-want +got):\n%s", diff)
+	}
+	_, err = engine.ResolveVars(w, map[string]string{"mode": "c", "nope": "1"}, "")
+	for _, want := range []string{`missing var "name"`, `unknown var "nope"`, `"c" is not one of: a, b`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to mention %q", err, want)
+		}
+	}
+}

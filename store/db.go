@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/iterion-bot/iterion/engine"
+)
+
+var _ engine.Store = (*DB)(nil)
+
+var MaxSeen atomic.Int64
+
+// Errors of this package; the engine's errors (engine.ErrNotFound and the
+// others) come back wrapped as they are.
+var (
+	// ErrLocked means another process has the store directory open.
+	ErrLocked = errors.New("store directory is locked")
+	// ErrUnknownVersion means a record was written in a format this build
+	// cannot read (by a newer iterion, or damaged).
+	ErrUnknownVersion = errors.New("unknown record format version")
+	// ErrClosed means the DB was used after Close.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Options configure Open. The zero value gives the production settings.
+type Options struct {
+	// InMemory keeps everything in memory and nothing on disk, for tests;
+	// the directory passed to Open is then ignored. Zero means on disk.
+	InMemory bool
+	// SmallMemory shrinks Badger's memory use (1 MiB memtables, no block
+	// cache and so no compression, small value-log files) so that many
+	// databases can be open at once, as in tests under -race. Values above
+	// 64 KiB go to the value log and one transaction holds about 150 KiB of
+	// small entries. Zero means Badger's defaults (64 MiB memtables, a 256
+	// MiB block cache, Snappy compression).
+	SmallMemory bool
+	// Logger receives Badger's warnings and errors. Nil means discard.
+	Logger *slog.Logger
+	// Clock gives the time for every timestamp the store assigns. Nil means
+	// time.Now.
+	Clock func() time.Time
+
+	// syncWrites makes Badger sync every transaction itself instead of the
+	// store syncing only the acknowledged ones; for the benchmark that
+	// compares the two.
+	syncWrites bool
+}
+
+// DB is the Badger store. Its methods are safe for concurrent use.
+type DB struct {
+	bdb        *badger.DB
+	clock      func() time.Time
+	syncWrites bool
+	unlock     func() error // releases the directory lock; nil in memory
+
+	// mu makes Close wait for operations in flight and later operations
+	// fail with ErrClosed instead of panicking inside Badger.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Open opens (creating it if needed) the store in directory dir. A
+// directory another process has open fails with an error naming it that
+// wraps ErrLocked.
+func Open(dir string, opts Options) (*DB, error) {
+	db := &DB{clock: opts.Clock, syncWrites: opts.syncWrites}
+	if db.clock == nil {
+		db.clock = time.Now
+	}
+
+	var bo badger.Options
+	if opts.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	} else {
+		if dir == "" {
+			return nil, errors.New("opening store: no directory given")
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		// Badger's own lock error loses its cause and talks about Badger;
+		// our lock comes first and says who to look for.
+		unlock, err := lockDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		db.unlock = unlock
+		bo = badger.DefaultOptions(dir)
+	}
+	bo = bo.WithSyncWrites(opts.syncWrites).WithMetricsEnabled(false)
+	if opts.Logger != nil {
+		bo = bo.WithLogger(badgerLogger{opts.Logger})
+	} else {
+		bo = bo.WithLogger(nil)
+	}
+	if opts.SmallMemory {
+		bo = bo.
+			WithMemTableSize(1 << 20).
+			// Badger refuses a ValueThreshold above 15% of MemTableSize.
+			WithValueThreshold(64 << 10).
+			WithNumMemtables(2).
+			WithBaseTableSize(1 << 20).
+			// Without a block cache Badger panics if compression is on.
+			WithBlockCacheSize(0).
+			WithCompression(options.None).
+			WithValueLogFileSize(16 << 20).
+			WithNumCompactors(2).
+			WithNumGoroutines(2)
+	}
+
+	bdb, err := badger.Open(bo)
+	if err != nil {
+		if db.unlock != nil {
+			_ = db.unlock()
+		}
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	db.bdb = bdb
+	return db, nil
+}
+
+// Close flushes and closes the database and releases the directory. It
+// waits for operations in flight; later calls return nil.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	err := db.bdb.Close()
+	if db.unlock != nil {
+		err = errors.Join(err, db.unlock())
+	}
+	if err != nil {
+		return fmt.Errorf("closing store: %w", err)
+	}
+	return nil
+}
+
+// now is the store's clock in UTC without a monotonic reading, as it reads
+// back from JSON.
+func (db *DB) now() time.Time { return db.clock().UTC().Round(0) }
+
+// maxAttempts bounds the retries of a conflicting transaction. Every round
+// of conflicting transactions lets at least one commit, so a few dozen
+// attempts cover any realistic number of writers to one run.
+const maxAttempts = 64
+
+// update runs fn in a read-write transaction, re-running all of it when
+// Badger reports a conflict (a key fn read was written meanwhile), and
+// syncs to disk afterwards when sync is set. fn must start from scratch on
+// each call: assign its results, never append to them.
+func (db *DB) update(ctx context.Context, sync bool, fn func(txn *badger.Txn) error) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return ErrClosed
+	}
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := db.bdb.Update(fn)
+		if err == nil {
+			for { m := MaxSeen.Load(); if int64(attempt) <= m || MaxSeen.CompareAndSwap(m, int64(attempt)) { break } }
+			break
+		}
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("%d attempts conflicted with other writers: %w", attempt, err)
+		}
+		// A short random pause spreads the retries of writers that collided.
+		pause := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if sync && !db.syncWrites {
+		if err := db.bdb.Sync(); err != nil {
+			return fmt.Errorf("syncing to disk: %w", err)
+		}
+	}
+	return nil
+}
+
+// view runs fn in a read-only transaction.
+func (db *DB) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return db.bdb.View(fn)
+}
+
+// badgerLogger passes Badger's warnings and errors to slog and drops its
+// info and debug chatter.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(format string, args ...any) {
+	b.l.Error("badger error", "detail", strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+func (b badgerLogger) Warningf(format string, args ...any) {
+	b.l.Warn("badger warning", "detail", strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}
