@@ -42,7 +42,9 @@ type script struct {
 	run   func(ctx context.Context, t *engine.Task) (*engine.Result, error)
 }
 
-func (s *script) Execute(ctx context.Context, t *engine.Task) (*engine.Result, error) { return s.run(ctx, t) }
+func (s *script) Execute(ctx context.Context, t *engine.Task) (*engine.Result, error) {
+	return s.run(ctx, t)
+}
 func (s *script) Capabilities() engine.Capabilities {
 	return engine.Capabilities{AsyncQuestions: s.async}
 }

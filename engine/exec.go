@@ -425,7 +425,7 @@ func (rs *runState) scope(input map[string]any) *scope {
 		run: map[string]any{
 			"id": rs.run.ID, "iterations": rs.ck.Iterations, "tokens": rs.ck.Tokens, "cost_usd": rs.ck.CostUSD,
 			"elapsed_seconds": (time.Duration(rs.ck.ElapsedNS) + rs.e.now().Sub(rs.began)).Seconds(),
-			"max_iterations": rs.w.Budget.MaxIterations, "max_tokens": rs.w.Budget.MaxTokens,
+			"max_iterations":  rs.w.Budget.MaxIterations, "max_tokens": rs.w.Budget.MaxTokens,
 			"max_cost_usd": rs.w.Budget.MaxCostUSD, "max_duration_seconds": rs.w.Budget.MaxDuration.Seconds(),
 		},
 	}

@@ -34,7 +34,9 @@ type ownerAPI struct{ *storeAccess }
 func (a ownerAPI) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error) {
 	return a.client.Runs(ctx, f)
 }
-func (a ownerAPI) Run(ctx context.Context, id string) (*engine.Run, error) { return a.client.Run(ctx, id) }
+func (a ownerAPI) Run(ctx context.Context, id string) (*engine.Run, error) {
+	return a.client.Run(ctx, id)
+}
 func (a ownerAPI) Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error) {
 	return a.client.Events(ctx, id, after, limit)
 }
@@ -48,8 +50,10 @@ func (a ownerAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, e
 	}
 	return res.Resumed, nil
 }
-func (a ownerAPI) Cancel(ctx context.Context, id string) (bool, error) { return a.client.Cancel(ctx, id) }
-func (ownerAPI) live() bool                                             { return true }
+func (a ownerAPI) Cancel(ctx context.Context, id string) (bool, error) {
+	return a.client.Cancel(ctx, id)
+}
+func (ownerAPI) live() bool { return true }
 
 // directAPI reads and writes the store itself, when nobody owns it.
 type directAPI struct{ *storeAccess }
