@@ -78,7 +78,7 @@ func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(cont
 		return nil, fmt.Errorf("store %s is in use by another iterion process; wait for it, or use another --store-dir", dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		return nil, err // names the directory
 	}
 	opts.Store = db
 	o := &owner{dir: dir, db: db, engine: engine.New(opts)}
@@ -157,7 +157,7 @@ func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, er
 	}
 	db, err := store.Open(dir, store.Options{Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		return nil, err // names the directory and, when locked, its owner
 	}
 	return &storeAccess{db: db}, nil
 }

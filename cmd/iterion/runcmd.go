@@ -19,10 +19,11 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// backends are the agent backends this build has. The real ones (claw,
+// backends returns the agent backends this build has. The real ones (claw,
 // claude_code, pi) arrive with the backends package; until then an LLM node
-// fails with "backend … is not available in this build".
-func backends() map[string]engine.Backend { return map[string]engine.Backend{} }
+// fails with "backend … is not available in this build". Tests replace it
+// with scripted backends.
+var backends = func() map[string]engine.Backend { return map[string]engine.Backend{} }
 
 type runFlags struct {
 	vars          []string

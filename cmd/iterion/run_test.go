@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+const humanWorkflow = `
+vars:
+  version: string = "1.0"
+
+schema decision:
+  approved: bool
+  reason: string
+
+prompt ask:
+  Approve the release of {{vars.version}}?
+
+compute prep:
+  expr:
+    v: "vars.version"
+
+human approve:
+  instructions: ask
+  output: decision
+
+workflow release:
+  entry: prep
+  prep -> approve
+  approve -> done when approved
+  approve -> fail
+`
+
+func TestRunFinishes(t *testing.T) {
+	dir := t.TempDir()
+	wf := writeFile(t, "w.bot", "compute c:\n  expr:\n    x: \"1 + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	code, out, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st"), "--run-id", "first", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res["status"] != "finished" || res["run_id"] != "first" {
+		t.Errorf("json = %s (%v)", out, err)
+	}
+	if !strings.Contains(errOut, "▶ compute c") {
+		t.Errorf("no progress on stderr: %q", errOut)
+	}
+}
+
+func TestRunPauseResume(t *testing.T) {
+	st := filepath.Join(t.TempDir(), "st")
+	wf := writeFile(t, "release.bot", humanWorkflow)
+	code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--no-interactive", "--var", "version=2.0")
+	if code != exitOK || !strings.Contains(out, "run rel-1 paused at approve") {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "runs", "list", "--store-dir", st)
+	if code != exitOK || !strings.Contains(out, "rel-1") || !strings.Contains(out, "paused_waiting_human") {
+		t.Errorf("runs list: exit %d\n%s", code, out)
+	}
+	// A blocking question is answered with resume, not runs answer.
+	code, _, errOut = runCLI(t, "runs", "answer", "rel-1", "rel-1_approve", "yes", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "iterion resume --run-id rel-1") {
+		t.Errorf("runs answer on a blocking question: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "resume", "--run-id", "rel-1", "--store-dir", st, "--answer", "approved=perhaps", "--answer", "reason=x")
+	if code != exitError || !strings.Contains(errOut, `"perhaps" is not a yes/no answer`) {
+		t.Errorf("bad answer: exit %d, %s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "resume", "--run-id", "rel-1", "--store-dir", st, "--answer", "approved=yes", "--answer", "reason=tested")
+	if code != exitOK || !strings.Contains(out, "run rel-1 finished") {
+		t.Errorf("resume: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	st := filepath.Join(t.TempDir(), "st")
+	ok := writeFile(t, "ok.bot", "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	if code, _, errOut := runCLI(t, "run", ok, "--store-dir", st); code != exitOK {
+		t.Fatalf("setting up a store: %s", errOut)
+	}
+	bad := writeFile(t, "bad.bot", "agent a:\nworkflow w:\n  entry: a\n")
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"invalid workflow", []string{"run", bad, "--store-dir", st}, exitError, "has errors"},
+		{"missing var", []string{"run", writeFile(t, "v.bot", "vars:\n  name: string\ncompute c:\n  expr:\n    x: \"vars.name\"\nworkflow w:\n  entry: c\n  c -> done\n"), "--store-dir", st}, exitError, `missing var "name" (string): pass --var name=`},
+		{"bad run id", []string{"run", writeFile(t, "ok.bot", "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n"), "--run-id", "Bad Id", "--store-dir", st}, exitUsage, "--run-id"},
+		{"bad var syntax", []string{"run", bad, "--var", "novalue"}, exitUsage, "write name=value"},
+		{"unknown run", []string{"runs", "show", "nope", "--store-dir", st}, exitError, "list runs with iterion runs list"},
+		{"no store", []string{"runs", "list", "--store-dir", filepath.Join(st, "missing")}, exitError, "no iterion store at"},
+		{"resume needs id", []string{"resume"}, exitUsage, "resume needs --run-id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.args...)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("exit %d, stderr %q; want %d containing %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}
+
+// asker is a scripted async agent: it posts two questions, tells the test,
+// and finishes.
+type asker struct{ posted chan []string }
+
+func (a *asker) Capabilities() engine.Capabilities { return engine.Capabilities{AsyncQuestions: true} }
+func (a *asker) Execute(ctx context.Context, task *engine.Task) (*engine.Result, error) {
+	if task.PostQuestion == nil {
+		return &engine.Result{Output: map[string]any{"readme": task.User}}, nil
+	}
+	var ids []string
+	for _, q := range []string{"Which licence?", "Minimum Go version?"} {
+		id, err := task.PostQuestion(ctx, engine.AsyncQuestion{Question: q})
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	a.posted <- ids
+	return &engine.Result{Output: map[string]any{"draft": "TODO(licence)", "open_questions": []any{}}}, nil
+}
+
+func TestRunsAnswerThroughTheOwner(t *testing.T) {
+	a := &asker{posted: make(chan []string, 1)}
+	old := backends
+	backends = func() map[string]engine.Backend { return map[string]engine.Backend{"claw": a} }
+	t.Cleanup(func() { backends = old })
+
+	st := filepath.Join(t.TempDir(), "st")
+	wf := "../../examples/async-questions/main.bot"
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "async-1", "--no-interactive")
+		done <- result{code, out, errOut}
+	}()
+	ids := <-a.posted
+
+	// While the run owns the store, a second run gets a clear error.
+	var code int
+	var out, errOut string
+	code, _, errOut = runCLI(t, "run", wf, "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "is in use by another iterion process") {
+		t.Errorf("second owner: exit %d, %s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "runs", "questions", "async-1", "--store-dir", st)
+	var listed struct {
+		Interactions []engine.Interaction `json:"interactions"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &listed) != nil || len(listed.Interactions) != 2 {
+		t.Fatalf("runs questions: exit %d\n%s%s", code, out, errOut)
+	}
+	if listed.Interactions[0].ID != "async-1_draft_async_1" || listed.Interactions[0].Question() != "Which licence?" {
+		t.Errorf("first question = %+v", listed.Interactions[0])
+	}
+	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], " ", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "answer text is required") {
+		t.Errorf("empty answer: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "runs", "answer", "async-1", "async-1_draft_async_9", "MIT", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "not found") {
+		t.Errorf("unknown question: exit %d, %s", code, errOut)
+	}
+	for i, id := range ids {
+		code, out, errOut = runCLI(t, "runs", "answer", "async-1", id, []string{"MIT", "Go 1.26"}[i], "--store-dir", st)
+		if code != exitOK || !strings.Contains(out, "answer to "+id+" recorded") {
+			t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "already answered") {
+		t.Errorf("second answer: exit %d, %s", code, errOut)
+	}
+	r := <-done
+	if r.code != exitOK || !strings.Contains(r.out, "run async-1 finished") {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
