@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,5 +188,58 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	r := <-done
 	if r.code != exitOK || !strings.Contains(r.out, "run async-1 finished") {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// awaiter posts a question, then calls the await_answers tool, which
+// pauses the run until the question is answered; resumed, it reads the
+// answers and finishes.
+type awaiter struct {
+	posted  chan string
+	resumed chan string
+}
+
+func (a *awaiter) Capabilities() engine.Capabilities {
+	return engine.Capabilities{AsyncQuestions: true}
+}
+func (a *awaiter) Execute(ctx context.Context, task *engine.Task) (*engine.Result, error) {
+	if task.ResumeAnswer != "" {
+		a.resumed <- task.ResumeAnswer
+		return &engine.Result{Output: map[string]any{"done": true}}, nil
+	}
+	id, err := task.PostQuestion(ctx, engine.AsyncQuestion{Question: "Deploy to which region?"})
+	if err != nil {
+		return nil, err
+	}
+	pending, err := task.PendingQuestions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.posted <- id
+	return nil, &engine.NeedsInteractionError{AwaitPending: pending, PendingToolUseID: "tool-1"}
+}
+
+func TestAwaitToolPauseResumesByItself(t *testing.T) {
+	a := &awaiter{posted: make(chan string, 1), resumed: make(chan string, 1)}
+	old := backends
+	backends = func() map[string]engine.Backend { return map[string]engine.Backend{"claw": a} }
+	t.Cleanup(func() { backends = old })
+	st := filepath.Join(t.TempDir(), "st")
+	wf := writeFile(t, "deploy.bot", "agent deploy:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: deploy\n  deploy -> done\n")
+	done := make(chan string, 1)
+	go func() {
+		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "dep-1", "--no-interactive")
+		done <- fmt.Sprintf("%d %s %s", code, out, errOut)
+	}()
+	id := <-a.posted
+	code, out, errOut := runCLI(t, "runs", "answer", "dep-1", id, "eu-west", "--store-dir", st)
+	if code != exitOK || !strings.Contains(out, "run dep-1 resumed") {
+		t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := <-a.resumed; !strings.Contains(got, "A: eu-west") || !strings.HasPrefix(got, "All posted questions are answered:") {
+		t.Errorf("the agent read back %q", got)
+	}
+	if r := <-done; !strings.HasPrefix(r, "0 ") || !strings.Contains(r, "run dep-1 finished") {
+		t.Errorf("run: %s", r)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -157,22 +158,58 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	dir := storeDir(f.storeDir)
 	prog := &progress{out: stderr}
 	var o *owner
-	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool { return false }
+	// An answer that leaves no question pending for an agent paused on the
+	// await_answers tool releases it: the loop below resumes the run.
+	released := make(chan struct{}, 1)
+	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool {
+		ready, err := o.engine.AwaitReady(ctx, res.Interaction.RunID)
+		if err != nil || !ready {
+			return false
+		}
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+		return true
+	}
 	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
 
+	runID := f.runID
+	if runID == "" {
+		runID = engine.NewRunID(time.Now())
+	}
 	tty := interactive(in) && !f.noInteractive
 	if tty {
-		go answerLoop(ctx, in, o, stderr)
+		go answerLoop(ctx, in, o, runID, stderr, afterAnswer)
 	}
-	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: f.runID, Vars: vars, Trigger: engine.Trigger{Source: "cli"}, File: file})
+	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: vars, Trigger: engine.Trigger{Source: "cli"}, File: file})
 	if err != nil {
 		return err
 	}
-	for tty && run.Status == engine.StatusPausedWaitingHuman {
+	for run.Status == engine.StatusPausedWaitingHuman {
+		if ready, _ := o.engine.AwaitReady(ctx, run.ID); !ready && awaitPaused(ctx, o, run.ID) {
+			// Paused on the await_answers tool: wait for the last answer,
+			// through the socket or typed here.
+			fmt.Fprintf(stderr, "run %s waits for the answers to its questions (iterion runs questions %s)\n", run.ID, run.ID)
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return report(ctx, stdout, o.db, run, dir, f.asJSON)
+			}
+		}
+		if awaitPaused(ctx, o, run.ID) {
+			if run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Via: "cli"}); err != nil {
+				return err
+			}
+			continue
+		}
+		if !tty {
+			break
+		}
 		answers, err := promptPause(ctx, in, stderr, o, run)
 		if err != nil {
 			return err
@@ -185,27 +222,41 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	return report(ctx, stdout, o.db, run, dir, f.asJSON)
 }
 
+// awaitPaused reports whether the run is paused on the await_answers
+// tool (an interaction of kind await is open).
+func awaitPaused(ctx context.Context, o *owner, runID string) bool {
+	ixs, err := o.db.Interactions(ctx, runID)
+	if err != nil {
+		return false
+	}
+	for _, ix := range ixs {
+		if ix.Kind == engine.KindAwait && ix.Pending() {
+			return true
+		}
+	}
+	return false
+}
+
 // answerLoop answers the oldest pending async question with each line
 // typed while the run goes on.
-func answerLoop(ctx context.Context, in io.Reader, o *owner, out io.Writer) {
+func answerLoop(ctx context.Context, in io.Reader, o *owner, runID string, out io.Writer, after func(context.Context, *engine.AnswerResult) bool) {
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
 		}
-		runs, err := o.db.Runs(ctx, engine.RunFilter{Status: engine.StatusRunning, Limit: 1})
-		if err != nil || len(runs) == 0 {
-			continue
-		}
-		pending, err := o.db.Pending(ctx, runs[0].ID, "")
+		pending, err := o.db.Pending(ctx, runID, "")
 		if err != nil || len(pending) == 0 {
 			fmt.Fprintln(out, "  (no open question to answer)")
 			continue
 		}
-		if _, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runs[0].ID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"}); err != nil {
+		res, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"})
+		if err != nil {
 			fmt.Fprintf(out, "  answer refused: %v\n", err)
+			continue
 		}
+		after(ctx, res)
 	}
 }
 
