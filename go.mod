@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/google/go-cmp v0.7.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/text v0.14.0
 	golang.org/x/tools v0.52.0
 )
 

@@ -448,3 +448,29 @@ workflow w:
 		}
 	}
 }
+
+func TestOutputSchemaValidation(t *testing.T) {
+	src := `
+schema verdict:
+  approved: bool
+  level: string [enum: "low", "high"]
+
+tool t:
+  command: ` + "`" + `echo '{"approved": "yes", "level": "medium"}'` + "`" + `
+  output: verdict
+
+workflow w:
+  entry: t
+  t -> done
+`
+	db := newStore(t)
+	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeSchemaValidation {
+		t.Fatalf("run = %s %s %q, want SCHEMA_VALIDATION", run.Status, run.FailureCode, run.Error)
+	}
+	for _, want := range []string{`field "approved"`, `field "level"`} {
+		if !strings.Contains(run.Error, want) {
+			t.Errorf("error %q does not name %s", run.Error, want)
+		}
+	}
+}

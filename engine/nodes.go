@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -276,64 +275,6 @@ func (rs *runState) wait(ctx context.Context, n *dsl.Node) (map[string]any, erro
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// validateOutput checks an output against its schema: every field present
-// with its type and, for enums, one of the values.
-func validateOutput(s *dsl.Schema, out map[string]any) error {
-	var problems []string
-	for _, f := range s.Fields {
-		v, ok := out[f.Name]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("field %q is missing", f.Name))
-			continue
-		}
-		if err := checkType(v, f); err != nil {
-			problems = append(problems, fmt.Sprintf("field %q: %v", f.Name, err))
-		}
-	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-func checkType(v any, f *dsl.Field) error {
-	if f.Type.List {
-		list, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("want a list of strings, got %s", typeName(v))
-		}
-		for _, item := range list {
-			if _, ok := item.(string); !ok {
-				return fmt.Errorf("want a list of strings, found %s", typeName(item))
-			}
-		}
-		return nil
-	}
-	ok := true
-	switch f.Type.Kind {
-	case dsl.TypeString, dsl.TypeFile:
-		s, isStr := v.(string)
-		ok = isStr
-		if isStr && len(f.Enum) > 0 && !slices.Contains(f.Enum, s) {
-			return fmt.Errorf("%q is not one of %s", s, strings.Join(f.Enum, ", "))
-		}
-	case dsl.TypeBool:
-		_, ok = v.(bool)
-	case dsl.TypeInt:
-		_, ok = asInt(v)
-	case dsl.TypeFloat:
-		switch v.(type) {
-		case int64, float64:
-		default:
-			ok = false
-		}
-	}
-	if !ok {
-		return fmt.Errorf("want %s, got %s", f.Type, typeName(v))
-	}
-	return nil
 }
 
 // sortedKeys returns m's keys in order.
