@@ -474,3 +474,39 @@ workflow w:
 		}
 	}
 }
+
+func TestAskUserPausesAndResumesTheConversation(t *testing.T) {
+	src := "agent a:\n  model: \"anthropic/x\"\n  interaction: human\nworkflow w:\n  entry: a\n  a -> done\n"
+	var calls []*engine.Task
+	b := &script{run: func(_ context.Context, task *engine.Task) (*engine.Result, error) {
+		calls = append(calls, task)
+		if task.ResumeAnswer == "" {
+			return nil, &engine.NeedsInteractionError{Question: "Delete the branch?", Conversation: []byte(`[{"role":"user"}]`), PendingToolUseID: "toolu_1"}
+		}
+		return &engine.Result{Output: map[string]any{"deleted": task.ResumeAnswer == "yes"}}, nil
+	}}
+	db := newStore(t)
+	e := newEngine(t, db, map[string]engine.Backend{"claw": b})
+	w := mustCompile(t, src)
+	run := start(t, e, w, nil)
+	if run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("status = %s (%s)", run.Status, run.Error)
+	}
+	ctx := context.Background()
+	ix, err := db.Interaction(ctx, run.ID, run.ID+"_a")
+	if err != nil || ix.Question() != "Delete the branch?" {
+		t.Fatalf("interaction = %+v, %v", ix, err)
+	}
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID})
+	if err == nil || !strings.Contains(err.Error(), "--answer ask_user_response=") {
+		t.Errorf("resume without the answer: err = %v", err)
+	}
+	run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{engine.QuestionKey: "yes"}})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("resume: %v %+v", err, run)
+	}
+	last := calls[len(calls)-1]
+	if last.ResumeAnswer != "yes" || last.ResumePendingToolUseID != "toolu_1" || string(last.ResumeConversation) != `[{"role":"user"}]` {
+		t.Errorf("resumed task = answer %q, tool use %q, conversation %s", last.ResumeAnswer, last.ResumePendingToolUseID, last.ResumeConversation)
+	}
+}
