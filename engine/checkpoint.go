@@ -48,7 +48,15 @@ type checkpoint struct {
 	// Gate is an await_answers node parked on the trunk, with its absolute
 	// deadline: a restart re-arms it with the same deadline.
 	Gate *gateState `json:"gate,omitempty"`
+
+	// encoded caches the JSON of each output, so writing the checkpoint
+	// after every node does not re-encode every earlier output. An output
+	// is never modified once recorded; recording a new one drops its entry.
+	encoded map[string]json.RawMessage
 }
+
+// checkpointWire is checkpoint without its methods, for encoding.
+type checkpointWire checkpoint
 
 type pauseState struct {
 	InteractionID string          `json:"interaction_id"`
@@ -111,9 +119,35 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 }
 
 func (c *checkpoint) encode() ([]byte, error) {
-	b, err := json.Marshal(c)
+	if c.encoded == nil {
+		c.encoded = map[string]json.RawMessage{}
+	}
+	outputs := make(map[string]json.RawMessage, len(c.Outputs))
+	for id, out := range c.Outputs {
+		b, ok := c.encoded[id]
+		if !ok {
+			var err error
+			if b, err = json.Marshal(out); err != nil {
+				return nil, fmt.Errorf("encoding the output of %s: %w", id, err)
+			}
+			c.encoded[id] = b
+		}
+		outputs[id] = b
+	}
+	// The outer Outputs field shadows the embedded one of the same name.
+	wire := struct {
+		*checkpointWire
+		Outputs map[string]json.RawMessage `json:"outputs"`
+	}{(*checkpointWire)(c), outputs}
+	b, err := json.Marshal(wire)
 	if err != nil {
 		return nil, fmt.Errorf("encoding checkpoint: %w", err)
 	}
 	return b, nil
+}
+
+// setOutput records a node's output and drops its cached encoding.
+func (c *checkpoint) setOutput(id string, out map[string]any) {
+	c.Outputs[id] = out
+	delete(c.encoded, id)
 }

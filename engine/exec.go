@@ -25,6 +25,12 @@ type runState struct {
 	ck     *checkpoint
 	events []Event
 	began  time.Time
+	// commitMu serializes the run's commits, so branches never race each
+	// other in the store (a conflict there costs a retry).
+	commitMu sync.Mutex
+	// history lists the nodes whose .history something reads; only their
+	// past outputs are kept, so a long loop does not grow the checkpoint.
+	history map[string]bool
 }
 
 // nodeFailure is a node's failure with its failure code.
@@ -61,7 +67,7 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		e.mu.Unlock()
 	}()
 
-	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now()}
+	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now(), history: historyReaders(w)}
 	log := e.log.With("run", run.ID)
 	for {
 		next := rs.ck.Node
@@ -153,13 +159,10 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 func (rs *runState) record(n *dsl.Node, out map[string]any) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if prev, ok := rs.ck.Outputs[n.ID]; ok {
-		if len(rs.ck.History[n.ID]) == 0 {
-			rs.ck.History[n.ID] = []any{prev}
-		}
+	if rs.history[n.ID] {
 		rs.ck.History[n.ID] = append(rs.ck.History[n.ID], out)
 	}
-	rs.ck.Outputs[n.ID] = out
+	rs.ck.setOutput(n.ID, out)
 	if n.Publish != "" {
 		rs.ck.Artifacts[n.Publish] = append(rs.ck.Artifacts[n.Publish], out)
 		version := len(rs.ck.Artifacts[n.Publish]) - 1
@@ -185,6 +188,8 @@ func (rs *runState) event(ev Event) Event {
 // commit writes the checkpoint and the queued events, plus whatever c
 // adds, in one store transaction.
 func (rs *runState) commit(ctx context.Context, c Change) error {
+	rs.commitMu.Lock()
+	defer rs.commitMu.Unlock()
 	rs.mu.Lock()
 	rs.ck.ElapsedNS += int64(rs.e.now().Sub(rs.began))
 	rs.began = rs.e.now()

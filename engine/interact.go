@@ -177,7 +177,7 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 	events := []Event{{Type: EventHumanAnswers, NodeID: p.Node, Time: e.now(), Data: map[string]any{"interaction_id": ix.ID, "answers": answers}}}
 	if n.Kind == dsl.NodeHuman && p.Kind == KindBlocking {
 		// The answers are the node's output; the run goes on from its edges.
-		rs := &runState{e: e, w: req.Workflow, run: run, ck: ck, began: e.now()}
+		rs := &runState{e: e, w: req.Workflow, run: run, ck: ck, began: e.now(), history: historyReaders(req.Workflow)}
 		rs.record(n, answers)
 		events = append(events, Event{Type: EventNodeFinished, NodeID: n.ID, Time: e.now(), Data: map[string]any{"output": answers}})
 		target, input, err := rs.advance(ctx, n, answers, "")
