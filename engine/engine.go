@@ -43,7 +43,22 @@ type Options struct {
 	// order per run, for progress display and live views. It must not
 	// block for long.
 	OnEvent func(Event)
+	// Failpoint, when set, is called at named points of execution (see
+	// the Failpoint constants); crash tests make it kill the process there.
+	Failpoint func(name string)
 }
+
+// Failpoints: the places crash tests stop the process.
+const (
+	// FailAfterExec: a node has run, its output is not recorded yet.
+	FailAfterExec = "after-exec"
+	// FailBetweenNodes: a node's checkpoint is stored, the next has not started.
+	FailBetweenNodes = "between-nodes"
+	// FailGateParked: an await_answers gate is parked, its deadline stored.
+	FailGateParked = "gate-parked"
+	// FailAnswerCommitted: an answer is stored but not yet acknowledged.
+	FailAnswerCommitted = "answer-committed"
+)
 
 // Engine runs workflows. It is safe for concurrent use; one Engine serves
 // every run of a process.
@@ -57,6 +72,7 @@ type Engine struct {
 	poll     time.Duration
 	bell     *doorbell
 	onEvent  func(Event)
+	failAt   func(string)
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
@@ -67,7 +83,10 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
-		bell: newDoorbell(), running: map[string]context.CancelFunc{}, onEvent: opts.OnEvent,
+		bell: newDoorbell(), running: map[string]context.CancelFunc{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
+	}
+	if e.failAt == nil {
+		e.failAt = func(string) {}
 	}
 	if e.now == nil {
 		e.now = time.Now

@@ -96,6 +96,7 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 				if err = rs.commit(ctx, Change{}); err != nil {
 					return nil, err
 				}
+				e.failAt(FailBetweenNodes)
 				continue
 			}
 		}
@@ -138,6 +139,7 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	}
 	start := rs.e.now()
 	out, err := rs.execNode(nctx, n, input, iteration, branch)
+	rs.e.failAt(FailAfterExec)
 	if err != nil {
 		if nctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 			return nil, failf(CodeTimeout, "timed out after %s", n.Timeout)

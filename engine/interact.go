@@ -249,6 +249,9 @@ func fieldNames(s *dsl.Schema) string {
 // gate that may be waiting for it.
 func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
 	res, err := e.store.Answer(ctx, req)
+	if err == nil {
+		e.failAt(FailAnswerCommitted)
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotAsync) {
 			return nil, fmt.Errorf("%w: %s is a blocking question; answer it with iterion resume --run-id %s --answer …", err, req.InteractionID, req.RunID)
@@ -256,7 +259,17 @@ func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, 
 		return nil, err
 	}
 	e.bell.ring()
+	e.notify(Event{Type: EventInteractionAnswered, RunID: req.RunID, NodeID: res.Interaction.NodeID, Time: res.Interaction.AnsweredAt,
+		Data: map[string]any{"interaction_id": req.InteractionID, "async": true, "answer": res.Interaction.Answer()}})
 	return res, nil
+}
+
+// notify hands an event the store wrote by itself (a posted question, an
+// answer) to the OnEvent hook.
+func (e *Engine) notify(ev Event) {
+	if e.onEvent != nil {
+		e.onEvent(ev)
+	}
 }
 
 // awaitAnswers is the await_answers node: level-triggered on "no pending
@@ -276,6 +289,7 @@ func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string
 		if err := rs.commit(ctx, Change{Sync: true}); err != nil {
 			return nil, err
 		}
+		rs.e.failAt(FailGateParked)
 		defer func() {
 			rs.mu.Lock()
 			rs.ck.Gate = nil

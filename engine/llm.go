@@ -107,6 +107,20 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 
 	res, err := b.Execute(ctx, task)
 	var need *NeedsInteractionError
+	for errors.As(err, &need) && len(need.AwaitPending) > 0 && branch == "" {
+		// The await_answers tool: re-check the store before pausing; if
+		// everything got answered meanwhile, answer the tool call now.
+		pending, perr := rs.e.store.Pending(ctx, rs.run.ID, n.ID)
+		if perr != nil || len(pending) > 0 {
+			break
+		}
+		text, terr := rs.answersText(ctx, n.ID)
+		if terr != nil {
+			return nil, terr
+		}
+		task.ResumeConversation, task.ResumePendingToolUseID, task.ResumeAnswer = need.Conversation, need.PendingToolUseID, text
+		res, err = b.Execute(ctx, task)
+	}
 	switch {
 	case errors.As(err, &need):
 		if branch != "" {
@@ -150,6 +164,8 @@ func (rs *runState) asyncClosures(task *Task, n *dsl.Node) {
 		if err != nil {
 			return "", err
 		}
+		rs.e.notify(Event{Type: EventHumanInputRequested, RunID: rs.run.ID, NodeID: n.ID, Time: ix.RequestedAt,
+			Data: map[string]any{"interaction_id": ix.ID, "questions": ix.Questions, "async": true}})
 		return ix.ID, nil
 	}
 	task.PendingQuestions = func(ctx context.Context) ([]PendingQuestion, error) {

@@ -121,7 +121,7 @@ func decode(key, data []byte, v any) error {
 
 // get decodes the record at key into v. A missing key is
 // engine.ErrNotFound, unwrapped, for the caller to say what was missing.
-func get(txn *badger.Txn, key []byte, v any) error {
+func get(txn *tx, key []byte, v any) error {
 	item, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return engine.ErrNotFound
@@ -133,10 +133,14 @@ func get(txn *badger.Txn, key []byte, v any) error {
 }
 
 // put encodes v and stores it at key.
-func put(txn *badger.Txn, key []byte, v any) error {
+func put(txn *tx, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
+	}
+	// Badger's own error for this dumps the value into the message.
+	if len(b) > txn.maxValue {
+		return fmt.Errorf("writing %s: the record has %d bytes, more than the store's limit of %d", key, len(b), txn.maxValue)
 	}
 	if err := txn.Set(key, b); err != nil {
 		return fmt.Errorf("writing %s: %w", key, err)
@@ -147,7 +151,7 @@ func put(txn *badger.Txn, key []byte, v any) error {
 // scan decodes every record under prefix, in key order, starting at the
 // first key >= from (from nil means the prefix), and passes each to fn
 // until fn returns false or an error. fn gets the key, which it may keep.
-func scan[T any](txn *badger.Txn, prefix, from []byte, fn func(key []byte, v *T) (more bool, err error)) error {
+func scan[T any](txn *tx, prefix, from []byte, fn func(key []byte, v *T) (more bool, err error)) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
 	defer it.Close()
 	if from == nil {
@@ -170,7 +174,7 @@ func scan[T any](txn *badger.Txn, prefix, from []byte, fn func(key []byte, v *T)
 
 // reserve takes the next n numbers of the run's counter c and returns the
 // first; the counter then holds the last.
-func reserve(txn *badger.Txn, run, c string, n int64) (int64, error) {
+func reserve(txn *tx, run, c string, n int64) (int64, error) {
 	key := counterKey(run, c)
 	var rec counterRecord
 	if err := get(txn, key, &rec); err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -185,7 +189,7 @@ func reserve(txn *badger.Txn, run, c string, n int64) (int64, error) {
 }
 
 // getRun reads a run record.
-func getRun(txn *badger.Txn, id string) (*engine.Run, error) {
+func getRun(txn *tx, id string) (*engine.Run, error) {
 	run := new(engine.Run)
 	if err := get(txn, runKey(id), run); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {
@@ -197,7 +201,7 @@ func getRun(txn *badger.Txn, id string) (*engine.Run, error) {
 }
 
 // getInteraction reads an interaction record.
-func getInteraction(txn *badger.Txn, run, id string) (*ixRecord, error) {
+func getInteraction(txn *tx, run, id string) (*ixRecord, error) {
 	rec := &ixRecord{Interaction: new(engine.Interaction)}
 	if err := get(txn, ixKey(run, id), rec); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {

@@ -56,14 +56,19 @@ func RunConformance(t *testing.T, open func(t *testing.T) engine.Store) {
 	}
 }
 
-// t0 is the suite's time origin; the times it sets are t0 plus hours.
-var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+// suiteT0 is the suite's time origin; suiteTime gives the times the
+// suite sets, hours after it.
+var suiteT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-func at(hours int) time.Time { return t0.Add(time.Duration(hours) * time.Hour) }
+// noLimit is a limit larger than anything the suite stores; the suite does
+// not assume what a limit of 0 means.
+const noLimit = 1 << 20
 
-// newRun creates a running run created at t0 (plus hours) with the given
+func suiteTime(hours int) time.Time { return suiteT0.Add(time.Duration(hours) * time.Hour) }
+
+// mustCreateRun creates a running run created at suiteT0 (plus hours) with the given
 // channels and returns it as stored.
-func newRun(t *testing.T, s engine.Store, id string, hours int, channels ...string) *engine.Run {
+func mustCreateRun(t testing.TB, s engine.Store, id string, hours int, channels ...string) *engine.Run {
 	t.Helper()
 	run := &engine.Run{
 		ID:           id,
@@ -72,8 +77,8 @@ func newRun(t *testing.T, s engine.Store, id string, hours int, channels ...stri
 		Status:       engine.StatusRunning,
 		Trigger:      engine.Trigger{Source: "cli"},
 		Channels:     channels,
-		CreatedAt:    at(hours),
-		UpdatedAt:    at(hours),
+		CreatedAt:    suiteTime(hours),
+		UpdatedAt:    suiteTime(hours),
 	}
 	if err := s.CreateRun(t.Context(), run, nil); err != nil {
 		t.Fatalf("CreateRun(%s): %v", id, err)
@@ -85,8 +90,8 @@ func newRun(t *testing.T, s engine.Store, id string, hours int, channels ...stri
 	return got
 }
 
-// post posts the async question text for node and fails the test on error.
-func post(t *testing.T, s engine.Store, run *engine.Run, node, text string) *engine.Interaction {
+// mustPost posts the async question text for node.
+func mustPost(t testing.TB, s engine.Store, run *engine.Run, node, text string) *engine.Interaction {
 	t.Helper()
 	ix, err := s.PostQuestion(t.Context(), engine.PostRequest{
 		RunID:      run.ID,
@@ -100,8 +105,8 @@ func post(t *testing.T, s engine.Store, run *engine.Run, node, text string) *eng
 	return ix
 }
 
-// answer answers a question and fails the test on error.
-func answer(t *testing.T, s engine.Store, runID, id, text, by string) *engine.AnswerResult {
+// mustAnswer answers a question.
+func mustAnswer(t testing.TB, s engine.Store, runID, id, text, by string) *engine.AnswerResult {
 	t.Helper()
 	res, err := s.Answer(t.Context(), engine.AnswerRequest{RunID: runID, InteractionID: id, Text: text, By: by, Via: "cli"})
 	if err != nil {
@@ -110,15 +115,16 @@ func answer(t *testing.T, s engine.Store, runID, id, text, by string) *engine.An
 	return res
 }
 
-// commit commits c and fails the test on error.
-func commit(t *testing.T, s engine.Store, c engine.Change) {
+// mustCommit commits c.
+func mustCommit(t testing.TB, s engine.Store, c engine.Change) {
 	t.Helper()
 	if err := s.Commit(t.Context(), c); err != nil {
 		t.Fatalf("Commit(%s): %v", c.RunID, err)
 	}
 }
 
-func ids(ixs []*engine.Interaction) []string {
+// interactionIDs lists the ids of ixs, never nil.
+func interactionIDs(ixs []*engine.Interaction) []string {
 	out := []string{}
 	for _, ix := range ixs {
 		out = append(out, ix.ID)
@@ -126,7 +132,8 @@ func ids(ixs []*engine.Interaction) []string {
 	return out
 }
 
-func eventTypes(evs []engine.Event) []string {
+// eventLabels lists events as "<seq>:<type>", never nil.
+func eventLabels(evs []engine.Event) []string {
 	out := []string{}
 	for _, ev := range evs {
 		out = append(out, fmt.Sprintf("%d:%s", ev.Seq, ev.Type))
@@ -134,9 +141,10 @@ func eventTypes(evs []engine.Event) []string {
 	return out
 }
 
-func allEvents(t *testing.T, s engine.Store, runID string) []engine.Event {
+// mustEvents returns all the events of a run.
+func mustEvents(t testing.TB, s engine.Store, runID string) []engine.Event {
 	t.Helper()
-	evs, err := s.Events(t.Context(), runID, 0, 0)
+	evs, err := s.Events(t.Context(), runID, 0, noLimit)
 	if err != nil {
 		t.Fatalf("Events(%s): %v", runID, err)
 	}
@@ -154,12 +162,12 @@ func testCreateRun(t *testing.T, s engine.Store) {
 		Vars:         map[string]any{"pr": "42"},
 		Trigger:      engine.Trigger{Source: "github", Repo: "o/r", PR: 42, CommentID: 7, Actor: "alice"},
 		Channels:     []string{"github", "slack"},
-		CreatedAt:    at(0),
-		UpdatedAt:    at(0),
+		CreatedAt:    suiteTime(0),
+		UpdatedAt:    suiteTime(0),
 	}
 	events := []engine.Event{
-		{Type: engine.EventRunStarted, Time: at(0)},
-		{Type: engine.EventNodeStarted, NodeID: "plan", Time: at(0)},
+		{Type: engine.EventRunStarted, Time: suiteTime(0)},
+		{Type: engine.EventNodeStarted, NodeID: "plan", Time: suiteTime(0)},
 	}
 	if err := s.CreateRun(ctx, run, events); err != nil {
 		t.Fatalf("CreateRun: %v", err)
@@ -172,10 +180,10 @@ func testCreateRun(t *testing.T, s engine.Store) {
 		t.Errorf("Run mismatch (-want +got):\n%s", diff)
 	}
 	wantEvents := []engine.Event{
-		{Seq: 1, Type: engine.EventRunStarted, RunID: run.ID, Time: at(0)},
-		{Seq: 2, Type: engine.EventNodeStarted, RunID: run.ID, NodeID: "plan", Time: at(0)},
+		{Seq: 1, Type: engine.EventRunStarted, RunID: run.ID, Time: suiteTime(0)},
+		{Seq: 2, Type: engine.EventNodeStarted, RunID: run.ID, NodeID: "plan", Time: suiteTime(0)},
 	}
-	if diff := cmp.Diff(wantEvents, allEvents(t, s, run.ID)); diff != "" {
+	if diff := cmp.Diff(wantEvents, mustEvents(t, s, run.ID)); diff != "" {
 		t.Errorf("Events mismatch (-want +got):\n%s", diff)
 	}
 
@@ -192,7 +200,7 @@ func testCreateRun(t *testing.T, s engine.Store) {
 	if got.Workflow != "review" {
 		t.Errorf("Workflow=%q after refused CreateRun, want review", got.Workflow)
 	}
-	if n := len(allEvents(t, s, run.ID)); n != 2 {
+	if n := len(mustEvents(t, s, run.ID)); n != 2 {
 		t.Errorf("%d events after refused CreateRun, want 2", n)
 	}
 }
@@ -209,7 +217,7 @@ func testRuns(t *testing.T, s engine.Store) {
 		{"r-c", 2, engine.StatusFinished},
 		{"r-d", 2, engine.StatusRunning}, // same time as r-c: the greater id first
 	} {
-		run := &engine.Run{ID: r.id, Workflow: "wf", Status: r.status, CreatedAt: at(r.hours), UpdatedAt: at(r.hours)}
+		run := &engine.Run{ID: r.id, Workflow: "wf", Status: r.status, CreatedAt: suiteTime(r.hours), UpdatedAt: suiteTime(r.hours)}
 		if err := s.CreateRun(ctx, run, nil); err != nil {
 			t.Fatalf("CreateRun(%s): %v", r.id, err)
 		}
@@ -244,7 +252,7 @@ func testRuns(t *testing.T, s engine.Store) {
 
 func testAcquire(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-lease", 0)
+	run := mustCreateRun(t, s, "r-lease", 0)
 	first, err := s.Acquire(ctx, run.ID, "server-a")
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -292,22 +300,22 @@ func testAcquire(t *testing.T, s engine.Store) {
 	if got.Status != engine.StatusRunning || got.Generation != second.Generation || got.Owner != "server-b" {
 		t.Errorf("after refused writes: Status=%s Generation=%d Owner=%q, want running %d server-b", got.Status, got.Generation, got.Owner, second.Generation)
 	}
-	if evs := allEvents(t, s, run.ID); len(evs) != 0 {
-		t.Errorf("refused writes left events %v", eventTypes(evs))
+	if evs := mustEvents(t, s, run.ID); len(evs) != 0 {
+		t.Errorf("refused writes left events %v", eventLabels(evs))
 	}
 	pending, err := s.Pending(ctx, run.ID, "")
 	if err != nil {
 		t.Fatalf("Pending: %v", err)
 	}
 	if len(pending) != 0 {
-		t.Errorf("refused PostQuestion left pending questions %v", ids(pending))
+		t.Errorf("refused PostQuestion left pending questions %v", interactionIDs(pending))
 	}
-	commit(t, s, engine.Change{RunID: run.ID, Generation: second.Generation, Status: engine.StatusFinished})
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: second.Generation, Status: engine.StatusFinished})
 }
 
 func testCommitStatus(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-status", 0)
+	run := mustCreateRun(t, s, "r-status", 0)
 	steps := []struct {
 		name         string
 		change       engine.Change
@@ -352,7 +360,7 @@ func testCommitStatus(t *testing.T, s engine.Store) {
 	for _, step := range steps {
 		step.change.RunID = run.ID
 		step.change.Generation = run.Generation
-		commit(t, s, step.change)
+		mustCommit(t, s, step.change)
 		got, err := s.Run(ctx, run.ID)
 		if err != nil {
 			t.Fatalf("%s: Run: %v", step.name, err)
@@ -371,7 +379,7 @@ func testCommitStatus(t *testing.T, s engine.Store) {
 
 func testCommitCheckpoint(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-ckpt", 0)
+	run := mustCreateRun(t, s, "r-ckpt", 0)
 	checkpoint := func() []byte {
 		t.Helper()
 		b, err := s.Checkpoint(ctx, run.ID)
@@ -392,7 +400,7 @@ func testCommitCheckpoint(t *testing.T, s engine.Store) {
 		{[]byte("\x00binary\xff"), "\x00binary\xff"},
 	}
 	for i, step := range steps {
-		commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: step.checkpoint})
+		mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: step.checkpoint})
 		if got := string(checkpoint()); got != step.want {
 			t.Errorf("step %d: Checkpoint=%q, want %q", i, got, step.want)
 		}
@@ -401,17 +409,17 @@ func testCommitCheckpoint(t *testing.T, s engine.Store) {
 
 func testCommitInteractions(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-ixs", 0)
-	first := post(t, s, run, "a", "first?")
+	run := mustCreateRun(t, s, "r-ixs", 0)
+	first := mustPost(t, s, run, "a", "first?")
 	pause := &engine.Interaction{
 		ID:          engine.PauseInteractionID(run.ID, "review", 0),
 		NodeID:      "review",
 		Kind:        engine.KindBlocking,
 		Questions:   map[string]any{engine.QuestionKey: "approve?"},
-		RequestedAt: at(1),
+		RequestedAt: suiteTime(1),
 	}
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{pause}})
-	last := post(t, s, run, "b", "last?")
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{pause}})
+	last := mustPost(t, s, run, "b", "last?")
 
 	got, err := s.Interaction(ctx, run.ID, pause.ID)
 	if err != nil {
@@ -426,14 +434,14 @@ func testCommitInteractions(t *testing.T, s engine.Store) {
 	// Answering the pause rewrites it in place; the order stays.
 	answered := want
 	answered.Answers = map[string]any{engine.QuestionKey: "yes"}
-	answered.AnsweredAt = at(2)
+	answered.AnsweredAt = suiteTime(2)
 	answered.AnsweredBy = "alice"
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusRunning, Interactions: []*engine.Interaction{&answered}})
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusRunning, Interactions: []*engine.Interaction{&answered}})
 	all, err := s.Interactions(ctx, run.ID)
 	if err != nil {
 		t.Fatalf("Interactions: %v", err)
 	}
-	if diff := cmp.Diff([]string{first.ID, pause.ID, last.ID}, ids(all)); diff != "" {
+	if diff := cmp.Diff([]string{first.ID, pause.ID, last.ID}, interactionIDs(all)); diff != "" {
 		t.Errorf("Interactions order mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(&answered, all[1]); diff != "" {
@@ -462,7 +470,7 @@ func testCommitInteractions(t *testing.T, s engine.Store) {
 
 func testPostQuestion(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-post", 0)
+	run := mustCreateRun(t, s, "r-post", 0)
 	questions := map[string]any{
 		engine.QuestionKey: "Which database?",
 		engine.OptionsKey:  []any{map[string]any{"id": "pg", "label": "PostgreSQL"}},
@@ -494,7 +502,7 @@ func testPostQuestion(t *testing.T, s engine.Store) {
 	if diff := cmp.Diff(ix, stored); diff != "" {
 		t.Errorf("stored question mismatch (-want +got):\n%s", diff)
 	}
-	evs := allEvents(t, s, run.ID)
+	evs := mustEvents(t, s, run.ID)
 	wantEvents := []engine.Event{{
 		Seq: 1, Type: engine.EventHumanInputRequested, RunID: run.ID, NodeID: "plan", BranchID: "b1",
 		Data: map[string]any{"interaction_id": ix.ID, "questions": questions, "async": true},
@@ -520,7 +528,7 @@ func testPostQuestion(t *testing.T, s engine.Store) {
 }
 
 func testAsyncIDs(t *testing.T, s engine.Store) {
-	run := newRun(t, s, "r-ids", 0)
+	run := mustCreateRun(t, s, "r-ids", 0)
 	steps := []struct {
 		node   string
 		answer bool // answer the question just posted
@@ -535,31 +543,31 @@ func testAsyncIDs(t *testing.T, s engine.Store) {
 		{node: "b", wantN: 3},
 	}
 	for i, step := range steps {
-		ix := post(t, s, run, step.node, fmt.Sprintf("question %d?", i))
+		ix := mustPost(t, s, run, step.node, fmt.Sprintf("question %d?", i))
 		if want := engine.AsyncInteractionID(run.ID, step.node, step.wantN); ix.ID != want || ix.Seq != step.wantN {
 			t.Errorf("step %d: ID=%s Seq=%d, want %s %d", i, ix.ID, ix.Seq, want, step.wantN)
 		}
 		if step.answer {
-			answer(t, s, run.ID, ix.ID, "ok", "alice")
+			mustAnswer(t, s, run.ID, ix.ID, "ok", "alice")
 		}
 	}
-	other := newRun(t, s, "r-ids-2", 0)
-	if ix := post(t, s, other, "a", "q?"); ix.Seq != 1 {
+	other := mustCreateRun(t, s, "r-ids-2", 0)
+	if ix := mustPost(t, s, other, "a", "q?"); ix.Seq != 1 {
 		t.Errorf("first question of another run: Seq=%d, want 1", ix.Seq)
 	}
 }
 
 func testPending(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-pending", 0)
-	a1 := post(t, s, run, "a", "a1?")
-	b1 := post(t, s, run, "b", "b1?")
-	a2 := post(t, s, run, "a", "a2?")
-	b2 := post(t, s, run, "b", "b2?")
-	answer(t, s, run.ID, a1.ID, "done", "alice")
+	run := mustCreateRun(t, s, "r-pending", 0)
+	a1 := mustPost(t, s, run, "a", "a1?")
+	b1 := mustPost(t, s, run, "b", "b1?")
+	a2 := mustPost(t, s, run, "a", "a2?")
+	b2 := mustPost(t, s, run, "b", "b2?")
+	mustAnswer(t, s, run.ID, a1.ID, "done", "alice")
 	pause := &engine.Interaction{ID: engine.PauseInteractionID(run.ID, "a", 0), NodeID: "a", Kind: engine.KindBlocking, Questions: map[string]any{engine.QuestionKey: "go?"}}
 	await := &engine.Interaction{ID: run.ID + "_gate", NodeID: "gate", Kind: engine.KindAwait, Questions: map[string]any{engine.AwaitPendingKey: []any{b1.ID}}}
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
 
 	tests := []struct {
 		node string
@@ -577,7 +585,7 @@ func testPending(t *testing.T, s engine.Store) {
 			if err != nil {
 				t.Fatalf("Pending: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, ids(got)); diff != "" {
+			if diff := cmp.Diff(tc.want, interactionIDs(got)); diff != "" {
 				t.Errorf("Pending(%q) mismatch (-want +got):\n%s", tc.node, diff)
 			}
 			for _, ix := range got {
@@ -591,8 +599,8 @@ func testPending(t *testing.T, s engine.Store) {
 
 func testAnswer(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-answer", 0)
-	ix := post(t, s, run, "plan", "Which database?")
+	run := mustCreateRun(t, s, "r-answer", 0)
+	ix := mustPost(t, s, run, "plan", "Which database?")
 	res, err := s.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ix.ID, Text: "  PostgreSQL\n", By: "alice", Via: "github"})
 	if err != nil {
 		t.Fatalf("Answer: %v", err)
@@ -634,7 +642,7 @@ func testAnswer(t *testing.T, s engine.Store) {
 		t.Errorf("Resumed=true from the store, want false (the engine sets it)")
 	}
 
-	evs := allEvents(t, s, run.ID)
+	evs := mustEvents(t, s, run.ID)
 	wantEvents := []engine.Event{
 		{Seq: 1, Type: engine.EventHumanInputRequested, RunID: run.ID, NodeID: "plan",
 			Data: map[string]any{"interaction_id": ix.ID, "questions": ix.Questions, "async": true}},
@@ -649,7 +657,7 @@ func testAnswer(t *testing.T, s engine.Store) {
 		t.Fatalf("Pending: %v", err)
 	}
 	if len(pending) != 0 {
-		t.Errorf("Pending after the answer=%v, want none", ids(pending))
+		t.Errorf("Pending after the answer=%v, want none", interactionIDs(pending))
 	}
 	msgs, err := s.DrainInbox(ctx, run.ID, "plan")
 	if err != nil {
@@ -662,12 +670,12 @@ func testAnswer(t *testing.T, s engine.Store) {
 
 func testAnswerRefusals(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-refuse", 0)
-	ix := post(t, s, run, "plan", "q?")
+	run := mustCreateRun(t, s, "r-refuse", 0)
+	ix := mustPost(t, s, run, "plan", "q?")
 	pause := &engine.Interaction{ID: engine.PauseInteractionID(run.ID, "review", 0), NodeID: "review", Kind: engine.KindBlocking, Questions: map[string]any{engine.QuestionKey: "approve?"}}
 	await := &engine.Interaction{ID: run.ID + "_gate", NodeID: "gate", Kind: engine.KindAwait, Questions: map[string]any{engine.AwaitPendingKey: []any{ix.ID}}}
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
-	eventsBefore := len(allEvents(t, s, run.ID))
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
+	eventsBefore := len(mustEvents(t, s, run.ID))
 
 	tests := []struct {
 		name  string
@@ -708,10 +716,10 @@ func testAnswerRefusals(t *testing.T, s engine.Store) {
 	if err != nil {
 		t.Fatalf("Pending: %v", err)
 	}
-	if diff := cmp.Diff([]string{ix.ID}, ids(pending)); diff != "" {
+	if diff := cmp.Diff([]string{ix.ID}, interactionIDs(pending)); diff != "" {
 		t.Errorf("Pending after refused answers mismatch (-want +got):\n%s", diff)
 	}
-	if n := len(allEvents(t, s, run.ID)); n != eventsBefore {
+	if n := len(mustEvents(t, s, run.ID)); n != eventsBefore {
 		t.Errorf("%d events after refused answers, want %d", n, eventsBefore)
 	}
 	for _, node := range []string{"plan", "review", "gate"} {
@@ -727,8 +735,8 @@ func testAnswerRefusals(t *testing.T, s engine.Store) {
 
 func testAnswerTwice(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-twice", 0, "github")
-	ix := post(t, s, run, "plan", "q?")
+	run := mustCreateRun(t, s, "r-twice", 0, "github")
+	ix := mustPost(t, s, run, "plan", "q?")
 	first, err := s.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ix.ID, Text: "first", By: "alice", Via: "github"})
 	if err != nil {
 		t.Fatalf("first Answer: %v", err)
@@ -752,7 +760,7 @@ func testAnswerTwice(t *testing.T, s engine.Store) {
 	if got.Answer() != "first" || got.AnsweredBy != "alice" {
 		t.Errorf("answer=%q by %q, want first by alice", got.Answer(), got.AnsweredBy)
 	}
-	rows, err := s.DueOutbox(ctx, at(24*365*100), 0)
+	rows, err := s.DueOutbox(ctx, suiteTime(24*365*100), noLimit)
 	if err != nil {
 		t.Fatalf("DueOutbox: %v", err)
 	}
@@ -769,8 +777,8 @@ func testAnswerTwice(t *testing.T, s engine.Store) {
 
 func testConcurrentAnswers(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-race", 0, "slack")
-	ix := post(t, s, run, "plan", "q?")
+	run := mustCreateRun(t, s, "r-race", 0, "slack")
+	ix := mustPost(t, s, run, "plan", "q?")
 	const n = 20
 	var (
 		wg      sync.WaitGroup
@@ -832,7 +840,7 @@ func testConcurrentAnswers(t *testing.T, s engine.Store) {
 		t.Errorf("inbox=%+v, want only the winner's message", msgs)
 	}
 	answeredEvents := 0
-	for _, ev := range allEvents(t, s, run.ID) {
+	for _, ev := range mustEvents(t, s, run.ID) {
 		if ev.Type == engine.EventInteractionAnswered {
 			answeredEvents++
 		}
@@ -844,14 +852,14 @@ func testConcurrentAnswers(t *testing.T, s engine.Store) {
 
 func testDrainInbox(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-inbox", 0)
-	a1 := post(t, s, run, "a", "a1?")
-	b1 := post(t, s, run, "b", "b1?")
-	a2 := post(t, s, run, "a", "a2?")
+	run := mustCreateRun(t, s, "r-inbox", 0)
+	a1 := mustPost(t, s, run, "a", "a1?")
+	b1 := mustPost(t, s, run, "b", "b1?")
+	a2 := mustPost(t, s, run, "a", "a2?")
 	// Answered out of order: the inbox keeps the order of the answers.
-	answer(t, s, run.ID, a2.ID, "two", "alice")
-	answer(t, s, run.ID, b1.ID, "bee", "bob")
-	answer(t, s, run.ID, a1.ID, "one", "alice")
+	mustAnswer(t, s, run.ID, a2.ID, "two", "alice")
+	mustAnswer(t, s, run.ID, b1.ID, "bee", "bob")
+	mustAnswer(t, s, run.ID, a1.ID, "one", "alice")
 
 	steps := []struct {
 		node string
@@ -888,26 +896,26 @@ func testDrainInbox(t *testing.T, s engine.Store) {
 
 func testEvents(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-events", 0)
-	other := newRun(t, s, "r-events-2", 0)
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
-		{Type: engine.EventRunStarted, Time: at(1)},
+	run := mustCreateRun(t, s, "r-events", 0)
+	other := mustCreateRun(t, s, "r-events-2", 0)
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
+		{Type: engine.EventRunStarted, Time: suiteTime(1)},
 		{Type: engine.EventNodeStarted, NodeID: "a"},
 		{Type: engine.EventNodeFinished, NodeID: "a", RunID: "ignored"},
 	}})
-	commit(t, s, engine.Change{RunID: other.ID, Generation: other.Generation, Events: []engine.Event{{Type: engine.EventRunStarted}}})
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
+	mustCommit(t, s, engine.Change{RunID: other.ID, Generation: other.Generation, Events: []engine.Event{{Type: engine.EventRunStarted}}})
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
 		{Type: engine.EventEdgeSelected}, {Type: engine.EventRunFinished},
 	}})
 
-	evs := allEvents(t, s, run.ID)
+	evs := mustEvents(t, s, run.ID)
 	for _, ev := range evs {
 		if ev.RunID != run.ID || ev.Time.IsZero() {
 			t.Errorf("event %d: RunID=%q Time=%v, want %s and a time", ev.Seq, ev.RunID, ev.Time, run.ID)
 		}
 	}
-	if !evs[0].Time.Equal(at(1)) {
-		t.Errorf("event 1 Time=%v, want the given %v", evs[0].Time, at(1))
+	if !evs[0].Time.Equal(suiteTime(1)) {
+		t.Errorf("event 1 Time=%v, want the given %v", evs[0].Time, suiteTime(1))
 	}
 	tests := []struct {
 		name  string
@@ -916,12 +924,12 @@ func testEvents(t *testing.T, s engine.Store) {
 		limit int
 		want  []string
 	}{
-		{"all", run.ID, 0, 0, []string{"1:run_started", "2:node_started", "3:node_finished", "4:edge_selected", "5:run_finished"}},
-		{"after", run.ID, 3, 0, []string{"4:edge_selected", "5:run_finished"}},
+		{"all", run.ID, 0, noLimit, []string{"1:run_started", "2:node_started", "3:node_finished", "4:edge_selected", "5:run_finished"}},
+		{"after", run.ID, 3, noLimit, []string{"4:edge_selected", "5:run_finished"}},
 		{"limit", run.ID, 0, 2, []string{"1:run_started", "2:node_started"}},
 		{"after and limit", run.ID, 1, 3, []string{"2:node_started", "3:node_finished", "4:edge_selected"}},
 		{"after the end", run.ID, 5, 10, []string{}},
-		{"other run", other.ID, 0, 0, []string{"1:run_started"}},
+		{"other run", other.ID, 0, noLimit, []string{"1:run_started"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -929,7 +937,7 @@ func testEvents(t *testing.T, s engine.Store) {
 			if err != nil {
 				t.Fatalf("Events: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, eventTypes(evs)); diff != "" {
+			if diff := cmp.Diff(tc.want, eventLabels(evs)); diff != "" {
 				t.Errorf("Events(%s, %d, %d) mismatch (-want +got):\n%s", tc.run, tc.after, tc.limit, diff)
 			}
 		})
@@ -937,7 +945,7 @@ func testEvents(t *testing.T, s engine.Store) {
 }
 
 func testConcurrentCommits(t *testing.T, s engine.Store) {
-	runs := []*engine.Run{newRun(t, s, "r-conc-1", 0), newRun(t, s, "r-conc-2", 0)}
+	runs := []*engine.Run{mustCreateRun(t, s, "r-conc-1", 0), mustCreateRun(t, s, "r-conc-2", 0)}
 	const writers, commits, perCommit = 6, 5, 2
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -964,7 +972,7 @@ func testConcurrentCommits(t *testing.T, s engine.Store) {
 	wg.Wait()
 
 	for _, run := range runs {
-		evs := allEvents(t, s, run.ID)
+		evs := mustEvents(t, s, run.ID)
 		if len(evs) != writers*commits*perCommit {
 			t.Fatalf("%s: %d events, want %d", run.ID, len(evs), writers*commits*perCommit)
 		}
@@ -992,15 +1000,15 @@ func testConcurrentCommits(t *testing.T, s engine.Store) {
 
 func testOutboxChannels(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	attached := newRun(t, s, "r-attached", 0, "github", "slack")
-	cli := newRun(t, s, "r-cli", 0)
+	attached := mustCreateRun(t, s, "r-attached", 0, "github", "slack")
+	cli := mustCreateRun(t, s, "r-cli", 0)
 	for _, run := range []*engine.Run{attached, cli} {
-		ix := post(t, s, run, "plan", "q?")
-		answer(t, s, run.ID, ix.ID, "a", "alice")
-		commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusFinished,
+		ix := mustPost(t, s, run, "plan", "q?")
+		mustAnswer(t, s, run.ID, ix.ID, "a", "alice")
+		mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusFinished,
 			Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}})
 	}
-	rows, err := s.DueOutbox(ctx, at(24*365*100), 0)
+	rows, err := s.DueOutbox(ctx, suiteTime(24*365*100), noLimit)
 	if err != nil {
 		t.Fatalf("DueOutbox: %v", err)
 	}
@@ -1030,13 +1038,13 @@ func testOutboxChannels(t *testing.T, s engine.Store) {
 
 func testOutboxDue(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-outbox", 0, "github")
-	commit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Outbox: []engine.OutboxRow{
-		{ID: "o-late", Kind: engine.OutboxRunPaused, CreatedAt: at(3), NextAt: at(3)},
-		{ID: "o-first", Kind: engine.OutboxRunPaused, CreatedAt: at(1), NextAt: at(1)},
-		{ID: "o-future", Kind: engine.OutboxRunPaused, CreatedAt: at(0), NextAt: at(10)},
-		{ID: "o-second", Kind: engine.OutboxRunPaused, CreatedAt: at(2), NextAt: at(1)},
-		{ID: "o-tie", Kind: engine.OutboxRunPaused, CreatedAt: at(2), NextAt: at(2)},
+	run := mustCreateRun(t, s, "r-outbox", 0, "github")
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Outbox: []engine.OutboxRow{
+		{ID: "o-late", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(3), NextAt: suiteTime(3)},
+		{ID: "o-first", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(1), NextAt: suiteTime(1)},
+		{ID: "o-future", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(0), NextAt: suiteTime(10)},
+		{ID: "o-second", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(2), NextAt: suiteTime(1)},
+		{ID: "o-tie", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(2), NextAt: suiteTime(2)},
 	}})
 	due := func(now time.Time, limit int) []string {
 		t.Helper()
@@ -1056,11 +1064,11 @@ func testOutboxDue(t *testing.T, s engine.Store) {
 		limit int
 		want  []string
 	}{
-		{"nothing due", at(0), 0, []string{}},
-		{"due at its time", at(1), 0, []string{"o-first", "o-second"}},
-		{"oldest first", at(5), 0, []string{"o-first", "o-second", "o-tie", "o-late"}},
-		{"limit", at(5), 2, []string{"o-first", "o-second"}},
-		{"all", at(10), 0, []string{"o-future", "o-first", "o-second", "o-tie", "o-late"}},
+		{"nothing due", suiteTime(0), noLimit, []string{}},
+		{"due at its time", suiteTime(1), noLimit, []string{"o-first", "o-second"}},
+		{"oldest first", suiteTime(5), noLimit, []string{"o-first", "o-second", "o-tie", "o-late"}},
+		{"limit", suiteTime(5), 2, []string{"o-first", "o-second"}},
+		{"all", suiteTime(10), noLimit, []string{"o-future", "o-first", "o-second", "o-tie", "o-late"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1070,29 +1078,29 @@ func testOutboxDue(t *testing.T, s engine.Store) {
 		})
 	}
 
-	if err := s.RetryOutbox(ctx, "o-first", at(20)); err != nil {
+	if err := s.RetryOutbox(ctx, "o-first", suiteTime(20)); err != nil {
 		t.Fatalf("RetryOutbox: %v", err)
 	}
-	if err := s.RetryOutbox(ctx, "o-first", at(30)); err != nil {
+	if err := s.RetryOutbox(ctx, "o-first", suiteTime(30)); err != nil {
 		t.Fatalf("RetryOutbox: %v", err)
 	}
-	if diff := cmp.Diff([]string{"o-future", "o-second", "o-tie", "o-late"}, due(at(29), 0)); diff != "" {
+	if diff := cmp.Diff([]string{"o-future", "o-second", "o-tie", "o-late"}, due(suiteTime(29), noLimit)); diff != "" {
 		t.Errorf("after RetryOutbox, DueOutbox mismatch (-want +got):\n%s", diff)
 	}
-	rows, err := s.DueOutbox(ctx, at(30), 1)
+	rows, err := s.DueOutbox(ctx, suiteTime(30), 1)
 	if err != nil {
 		t.Fatalf("DueOutbox: %v", err)
 	}
 	if len(rows) != 1 || rows[0].ID != "o-future" {
 		t.Fatalf("DueOutbox(at 30, 1)=%+v, want o-future", rows)
 	}
-	all, err := s.DueOutbox(ctx, at(30), 0)
+	all, err := s.DueOutbox(ctx, suiteTime(30), noLimit)
 	if err != nil {
 		t.Fatalf("DueOutbox: %v", err)
 	}
 	for _, r := range all {
-		if r.ID == "o-first" && (r.Attempts != 2 || !r.NextAt.Equal(at(30))) {
-			t.Errorf("o-first after two retries: Attempts=%d NextAt=%v, want 2 %v", r.Attempts, r.NextAt, at(30))
+		if r.ID == "o-first" && (r.Attempts != 2 || !r.NextAt.Equal(suiteTime(30))) {
+			t.Errorf("o-first after two retries: Attempts=%d NextAt=%v, want 2 %v", r.Attempts, r.NextAt, suiteTime(30))
 		}
 	}
 
@@ -1101,20 +1109,20 @@ func testOutboxDue(t *testing.T, s engine.Store) {
 			t.Fatalf("AckOutbox(%s): %v", id, err)
 		}
 	}
-	if diff := cmp.Diff([]string{"o-future", "o-second", "o-tie"}, due(at(100), 0)); diff != "" {
+	if diff := cmp.Diff([]string{"o-future", "o-second", "o-tie"}, due(suiteTime(100), noLimit)); diff != "" {
 		t.Errorf("after AckOutbox, DueOutbox mismatch (-want +got):\n%s", diff)
 	}
 	if err := s.AckOutbox(ctx, "o-first"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("second AckOutbox: err=%v, want ErrNotFound", err)
 	}
-	if err := s.RetryOutbox(ctx, "o-first", at(40)); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.RetryOutbox(ctx, "o-first", suiteTime(40)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("RetryOutbox of an acknowledged row: err=%v, want ErrNotFound", err)
 	}
 }
 
 func testNotFound(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := newRun(t, s, "r-known", 0)
+	run := mustCreateRun(t, s, "r-known", 0)
 	const missing = "r-missing"
 	tests := []struct {
 		name string
@@ -1133,9 +1141,9 @@ func testNotFound(t *testing.T, s engine.Store) {
 		{"Interactions", func() error { _, err := s.Interactions(ctx, missing); return err }},
 		{"Pending", func() error { _, err := s.Pending(ctx, missing, ""); return err }},
 		{"DrainInbox", func() error { _, err := s.DrainInbox(ctx, missing, "a"); return err }},
-		{"Events", func() error { _, err := s.Events(ctx, missing, 0, 0); return err }},
+		{"Events", func() error { _, err := s.Events(ctx, missing, 0, noLimit); return err }},
 		{"AckOutbox", func() error { return s.AckOutbox(ctx, "nope") }},
-		{"RetryOutbox", func() error { return s.RetryOutbox(ctx, "nope", at(1)) }},
+		{"RetryOutbox", func() error { return s.RetryOutbox(ctx, "nope", suiteTime(1)) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

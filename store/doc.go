@@ -36,12 +36,20 @@
 //
 // Badger runs with SyncWrites off; the intents whose result is acknowledged
 // to someone (CreateRun, Acquire, PostQuestion, Answer, and Commit with
-// Sync) call DB.Sync before they return. The others (DrainInbox, outbox
-// bookkeeping, Commit without Sync) reach the disk with the next sync or
-// when Badger flushes: a crash may lose them, which costs a repeated node,
-// a redelivered inbox message or a repeated (idempotent) outbox attempt.
-// BENCHMARKS.md has the measurements behind this choice.
+// Sync) sync the database before they return, concurrent callers sharing
+// one sync. The others (DrainInbox, outbox bookkeeping, Commit without
+// Sync) reach the disk with the next sync or when Badger flushes: a crash
+// of the machine may lose them, which costs a repeated node, a redelivered
+// inbox message or a repeated (idempotent) outbox attempt; a crash of the
+// process alone loses nothing, as Badger writes through mmap. BENCHMARKS.md
+// has the measurements behind this choice.
+//
+// A committed transaction is visible to others just before its sync ends.
+// If the machine dies in between, the write is lost although a concurrent
+// reader saw it (a second answer refused as already answered, say); but
+// the writer had not yet been told it succeeded.
 //
 // Badger allows one process per directory: Open takes a lock file in the
-// directory and fails with ErrLocked while another process holds it.
+// directory (iterion.lock, an flock the kernel drops when the process dies)
+// and fails with ErrLocked while another process holds it.
 package store

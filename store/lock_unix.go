@@ -35,7 +35,7 @@ func lockDir(dir string) (unlock func() error, err error) {
 					owner += fmt.Sprintf(" (pid %d)", pid)
 				}
 			}
-			return nil, fmt.Errorf("%s is in use: %s owns it; stop it or go through its API: %w", dir, owner, ErrLocked)
+			return nil, fmt.Errorf("%s owns it; stop that process or go through its API: %w", owner, ErrLocked)
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}

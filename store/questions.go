@@ -31,7 +31,7 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 		return nil, fmt.Errorf("posting question of node %s in run %s: %s holds no question text", q.NodeID, q.RunID, engine.QuestionKey)
 	}
 	var ix *engine.Interaction
-	err := db.update(ctx, true, func(txn *badger.Txn) error {
+	err := db.update(ctx, true, func(txn *tx) error {
 		run, err := getRun(txn, q.RunID)
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 // answers conflict in Badger and are re-run, so exactly one wins.
 func (db *DB) Answer(ctx context.Context, a engine.AnswerRequest) (*engine.AnswerResult, error) {
 	var res *engine.AnswerResult
-	err := db.update(ctx, true, func(txn *badger.Txn) error {
+	err := db.update(ctx, true, func(txn *tx) error {
 		res = nil
 		run, err := getRun(txn, a.RunID)
 		if err != nil {
@@ -175,7 +175,7 @@ func (db *DB) Answer(ctx context.Context, a engine.AnswerRequest) (*engine.Answe
 // Interaction returns one interaction of a run.
 func (db *DB) Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error) {
 	var ix *engine.Interaction
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		if _, err := getRun(txn, runID); err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func (db *DB) Interaction(ctx context.Context, runID, id string) (*engine.Intera
 // stored.
 func (db *DB) Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error) {
 	var recs []*ixRecord
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		recs = nil
 		if _, err := getRun(txn, runID); err != nil {
 			return err
@@ -227,7 +227,7 @@ func (db *DB) Interactions(ctx context.Context, runID string) ([]*engine.Interac
 // cost follows the number of open questions, not of all questions asked.
 func (db *DB) Pending(ctx context.Context, runID, nodeID string) ([]*engine.Interaction, error) {
 	var out []*engine.Interaction
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		out = nil
 		if _, err := getRun(txn, runID); err != nil {
 			return err
@@ -256,7 +256,7 @@ func (db *DB) Pending(ctx context.Context, runID, nodeID string) ([]*engine.Inte
 // message may be delivered again, never lost.
 func (db *DB) DrainInbox(ctx context.Context, runID, nodeID string) ([]engine.InboxMessage, error) {
 	var out []engine.InboxMessage
-	err := db.update(ctx, false, func(txn *badger.Txn) error {
+	err := db.update(ctx, false, func(txn *tx) error {
 		out = nil
 		if _, err := getRun(txn, runID); err != nil {
 			return err
@@ -291,7 +291,7 @@ func (db *DB) DrainInbox(ctx context.Context, runID, nodeID string) ([]engine.In
 // limit <= 0 means all of them.
 func (db *DB) Events(ctx context.Context, runID string, after int64, limit int) ([]engine.Event, error) {
 	var out []engine.Event
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		out = nil
 		if _, err := getRun(txn, runID); err != nil {
 			return err

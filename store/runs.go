@@ -19,7 +19,7 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 	if !engine.ValidRunID(run.ID) {
 		return fmt.Errorf("creating run %q: invalid run id (want [a-z0-9-]{1,64})", run.ID)
 	}
-	err := db.update(ctx, true, func(txn *badger.Txn) error {
+	err := db.update(ctx, true, func(txn *tx) error {
 		if _, err := txn.Get(runKey(run.ID)); err == nil {
 			return engine.ErrRunExists
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -47,7 +47,7 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 // Run returns a run.
 func (db *DB) Run(ctx context.Context, id string) (*engine.Run, error) {
 	var run *engine.Run
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		var err error
 		run, err = getRun(txn, id)
 		return err
@@ -63,7 +63,7 @@ func (db *DB) Run(ctx context.Context, id string) (*engine.Run, error) {
 // machine keeps, and the place for a by-time index when that changes.
 func (db *DB) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error) {
 	var runs []*engine.Run
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		runs = nil
 		return scan(txn, runPrefix, nil, func(_ []byte, r *engine.Run) (bool, error) {
 			if f.Status == "" || r.Status == f.Status {
@@ -92,7 +92,7 @@ func (db *DB) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, erro
 // crash cannot hand the same generation out twice.
 func (db *DB) Acquire(ctx context.Context, runID, owner string) (*engine.Run, error) {
 	var run *engine.Run
-	err := db.update(ctx, true, func(txn *badger.Txn) error {
+	err := db.update(ctx, true, func(txn *tx) error {
 		var err error
 		if run, err = getRun(txn, runID); err != nil {
 			return err
@@ -147,7 +147,7 @@ func failureStatus(s engine.Status) bool {
 // It fails with engine.ErrStaleOwner unless the run's generation is
 // c.Generation. With c.Sync the change is on disk when Commit returns.
 func (db *DB) Commit(ctx context.Context, c engine.Change) error {
-	err := db.update(ctx, c.Sync, func(txn *badger.Txn) error {
+	err := db.update(ctx, c.Sync, func(txn *tx) error {
 		run, err := getRun(txn, c.RunID)
 		if err != nil {
 			return err
@@ -196,7 +196,7 @@ func (db *DB) Commit(ctx context.Context, c engine.Change) error {
 }
 
 // putInteraction stores a blocking or await interaction for Commit.
-func putInteraction(txn *badger.Txn, runID string, in *engine.Interaction, now time.Time) error {
+func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time) error {
 	if in == nil || in.ID == "" {
 		return errors.New("interaction without id")
 	}
@@ -232,7 +232,7 @@ func putInteraction(txn *badger.Txn, runID string, in *engine.Interaction, now t
 }
 
 // appendEvents writes events after the run's last one.
-func appendEvents(txn *badger.Txn, runID string, events []engine.Event, now time.Time) error {
+func appendEvents(txn *tx, runID string, events []engine.Event, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func appendEvents(txn *badger.Txn, runID string, events []engine.Event, now time
 }
 
 // putOutbox writes outbox rows of a run, completing them as Commit says.
-func putOutbox(txn *badger.Txn, run *engine.Run, rows []engine.OutboxRow, now time.Time) error {
+func putOutbox(txn *tx, run *engine.Run, rows []engine.OutboxRow, now time.Time) error {
 	// Ids made within one millisecond differ only in their random part;
 	// sorted, they keep the rows of one transaction in the order given.
 	var ids []string
@@ -293,7 +293,7 @@ func putOutbox(txn *badger.Txn, run *engine.Run, rows []engine.OutboxRow, now ti
 // Checkpoint returns the run's last checkpoint, nil when it has none.
 func (db *DB) Checkpoint(ctx context.Context, runID string) ([]byte, error) {
 	var data []byte
-	err := db.view(ctx, func(txn *badger.Txn) error {
+	err := db.view(ctx, func(txn *tx) error {
 		data = nil
 		if _, err := getRun(txn, runID); err != nil {
 			return err

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,7 +265,7 @@ func TestDrainInboxMessagesForAnyNode(t *testing.T) {
 		t.Fatalf("CreateRun: %v", err)
 	}
 	// No intent queues a message for no node yet; write two as one would.
-	err := db.update(ctx, false, func(txn *badger.Txn) error {
+	err := db.update(ctx, false, func(txn *tx) error {
 		for _, m := range []engine.InboxMessage{
 			{ID: "m1", RunID: "r-any", Text: "to anyone", Status: engine.InboxQueued},
 			{ID: "m2", RunID: "r-any", NodeID: "b", Text: "to b", Status: engine.InboxQueued},
@@ -386,7 +390,7 @@ func TestConflictRetryRereads(t *testing.T) {
 	key := []byte("test/counter")
 	var once sync.Once
 	calls := 0
-	err := db.update(ctx, false, func(txn *badger.Txn) error {
+	err := db.update(ctx, false, func(txn *tx) error {
 		calls++
 		var rec counterRecord
 		if err := get(txn, key, &rec); err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -394,7 +398,7 @@ func TestConflictRetryRereads(t *testing.T) {
 		}
 		// On the first attempt another writer commits in between.
 		once.Do(func() {
-			if err := db.bdb.Update(func(txn *badger.Txn) error { return put(txn, key, counterRecord{N: 10}) }); err != nil {
+			if err := db.bdb.Update(func(bt *badger.Txn) error { return put(&tx{bt, db.maxValue}, key, counterRecord{N: 10}) }); err != nil {
 				t.Errorf("competing write: %v", err)
 			}
 		})
@@ -408,10 +412,182 @@ func TestConflictRetryRereads(t *testing.T) {
 		t.Errorf("closure ran %d times, want 2", calls)
 	}
 	var rec counterRecord
-	if err := db.bdb.View(func(txn *badger.Txn) error { return get(txn, key, &rec) }); err != nil {
+	if err := db.view(ctx, func(txn *tx) error { return get(txn, key, &rec) }); err != nil {
 		t.Fatal(err)
 	}
 	if rec.N != 11 {
 		t.Errorf("counter=%d, want 11 (the retry must re-read)", rec.N)
+	}
+}
+
+// TestSyncGroup checks the group commit: every caller returns only after a
+// sync that started after it called, and gets that sync's error.
+func TestSyncGroup(t *testing.T) {
+	var (
+		g        syncGroup
+		started  atomic.Int64 // syncs started
+		finished atomic.Int64 // highest start number among finished syncs
+		failing  = int64(3)   // this sync fails
+	)
+	do := func() error {
+		n := started.Add(1)
+		for range 100 {
+			runtime.Gosched()
+		}
+		for {
+			f := finished.Load()
+			if n <= f || finished.CompareAndSwap(f, n) {
+				break
+			}
+		}
+		if n == failing {
+			return errors.New("disk on fire")
+		}
+		return nil
+	}
+	const callers, calls = 16, 50
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				before := started.Load()
+				err := g.sync(do)
+				if f := finished.Load(); f <= before {
+					t.Errorf("caller %d call %d returned when the last finished sync was %d, want one after %d", c, i, f, before)
+				}
+				if err != nil && err.Error() != "disk on fire" {
+					t.Errorf("caller %d: err=%v", c, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d syncs for %d calls", started.Load(), callers*calls)
+}
+
+func TestBadgerLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l := badgerLogger{slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	l.Errorf("table %d is broken\n", 7)
+	l.Warningf("compaction slow")
+	l.Infof("replaying %d entries", 3)
+	l.Debugf("noise")
+	got := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		`level=ERROR msg="badger error" detail="table 7 is broken"`,
+		`level=WARN msg="badger warning" detail="compaction slow"`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("logged %q, want %d lines", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasSuffix(got[i], want[i]) {
+			t.Errorf("line %d=%q, want it to end with %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestLargeChange checks that the small-memory settings still take a large
+// checkpoint (it goes to the value log) and a long batch of events.
+func TestLargeChange(t *testing.T) {
+	ctx := t.Context()
+	db := newDB(t, t.TempDir(), Options{SmallMemory: true})
+	if err := db.CreateRun(ctx, &engine.Run{ID: "r-large"}, nil); err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	checkpoint := bytes.Repeat([]byte("x"), 1<<20)
+	events := make([]engine.Event, 1000)
+	for i := range events {
+		events[i] = engine.Event{Type: engine.EventNodeFinished, NodeID: fmt.Sprint("node", i)}
+	}
+	if err := db.Commit(ctx, engine.Change{RunID: "r-large", Checkpoint: checkpoint, Events: events, Sync: true}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	got, err := db.Checkpoint(ctx, "r-large")
+	if err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	if !bytes.Equal(got, checkpoint) {
+		t.Errorf("Checkpoint has %d bytes, want the %d written", len(got), len(checkpoint))
+	}
+	evs, err := db.Events(ctx, "r-large", 990, 0)
+	if err != nil {
+		t.Fatalf("Events: %v", err)
+	}
+	if len(evs) != 10 || evs[9].Seq != 1000 {
+		t.Errorf("Events after 990: %d events, last %+v; want 10 up to 1000", len(evs), evs[len(evs)-1])
+	}
+}
+
+func TestRecordSizeLimit(t *testing.T) {
+	tests := []struct {
+		name     string
+		onDisk   bool
+		size     int
+		wantFail bool
+	}{
+		{"memory, 512 KiB", false, 512 << 10, false},
+		{"memory, 2 MiB", false, 2 << 20, true},
+		{"disk, 2 MiB", true, 2 << 20, false},
+		{"disk, 13 MiB", true, 13 << 20, true}, // 17.3 MB in base64
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := ""
+			if tc.onDisk {
+				dir = t.TempDir()
+			}
+			db := newDB(t, dir, Options{SmallMemory: true})
+			if err := db.CreateRun(t.Context(), &engine.Run{ID: "r-big"}, nil); err != nil {
+				t.Fatalf("CreateRun: %v", err)
+			}
+			err := db.Commit(t.Context(), engine.Change{RunID: "r-big", Checkpoint: make([]byte, tc.size)})
+			if failed := err != nil; failed != tc.wantFail {
+				t.Fatalf("Commit of a %d-byte checkpoint: err=%v, want failure=%v", tc.size, err, tc.wantFail)
+			}
+			if err != nil {
+				if msg := err.Error(); !strings.Contains(msg, "more than the store's limit") || len(msg) > 200 {
+					t.Errorf("error %q, want a short one naming the limit", msg)
+				}
+				return
+			}
+			got, err := db.Checkpoint(t.Context(), "r-big")
+			if err != nil || len(got) != tc.size {
+				t.Errorf("Checkpoint: %d bytes, err=%v; want %d", len(got), err, tc.size)
+			}
+		})
+	}
+}
+
+// TestZeroLimit checks this store's reading of limit <= 0: no limit.
+func TestZeroLimit(t *testing.T) {
+	ctx := t.Context()
+	db := newDB(t, "", Options{SmallMemory: true})
+	if err := db.CreateRun(ctx, &engine.Run{ID: "r-lim", Channels: []string{"github"}}, []engine.Event{{Type: "a"}, {Type: "b"}, {Type: "c"}}); err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	if err := db.Commit(ctx, engine.Change{RunID: "r-lim", Outbox: []engine.OutboxRow{{Kind: "x"}, {Kind: "y"}, {Kind: "z"}}}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	for _, limit := range []int{0, -1} {
+		evs, err := db.Events(ctx, "r-lim", 0, limit)
+		if err != nil || len(evs) != 3 {
+			t.Errorf("Events(limit %d): %d events, err=%v; want 3", limit, len(evs), err)
+		}
+		rows, err := db.DueOutbox(ctx, time.Now().Add(time.Hour), limit)
+		if err != nil {
+			t.Fatalf("DueOutbox: %v", err)
+		}
+		// Rows of one commit keep the order given.
+		var kinds []string
+		for _, r := range rows {
+			kinds = append(kinds, r.Kind)
+		}
+		if diff := cmp.Diff([]string{"x", "y", "z"}, kinds); diff != "" {
+			t.Errorf("DueOutbox(limit %d) mismatch (-want +got):\n%s", limit, diff)
+		}
 	}
 }

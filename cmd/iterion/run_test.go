@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,12 +229,28 @@ func TestAwaitToolPauseResumesByItself(t *testing.T) {
 	t.Cleanup(func() { backends = old })
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "deploy.bot", "agent deploy:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: deploy\n  deploy -> done\n")
+	// The run's progress goes through a pipe, so the test can wait for the
+	// moment the run is paused on the tool before answering.
+	pr, pw := io.Pipe()
 	done := make(chan string, 1)
 	go func() {
-		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "dep-1", "--no-interactive")
-		done <- fmt.Sprintf("%d %s %s", code, out, errOut)
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "dep-1", "--no-interactive"}, &out, pw)
+		pw.Close()
+		done <- fmt.Sprintf("%d %s", code, out.String())
+	}()
+	paused := make(chan struct{})
+	go func() {
+		// paused is closed at the line, or when the output ends without it
+		// (the assertions below then say what happened instead of hanging).
+		defer func() { _, _ = io.Copy(io.Discard, pr) }()
+		defer close(paused)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "waits for the answers") {
+		}
 	}()
 	id := <-a.posted
+	<-paused
 	code, out, errOut := runCLI(t, "runs", "answer", "dep-1", id, "eu-west", "--store-dir", st)
 	if code != exitOK || !strings.Contains(out, "run dep-1 resumed") {
 		t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)

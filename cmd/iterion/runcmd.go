@@ -102,10 +102,18 @@ func parseKV(list []string, flag string) (map[string]string, error) {
 	return out, nil
 }
 
-// progress prints a run's events as one line each.
+// progress prints a run's events as one line each. Events come from the
+// engine's goroutines and API requests, so every write to its output,
+// events or not, goes through its lock (Write).
 type progress struct {
 	mu  sync.Mutex
 	out io.Writer
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
 }
 
 func (p *progress) event(ev engine.Event) {
@@ -157,6 +165,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	}
 	dir := storeDir(f.storeDir)
 	prog := &progress{out: stderr}
+	stderr = prog
 	var o *owner
 	// An answer that leaves no question pending for an agent paused on the
 	// await_answers tool releases it: the loop below resumes the run.
@@ -172,7 +181,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer)
+	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer)
 	if err != nil {
 		return err
 	}
@@ -383,7 +392,7 @@ func newResumeCmd() *cobra.Command {
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event}, nil)
+	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// The durability modes BENCHMARKS.md compares: Badger syncing every
+// transaction (SyncWrites) against the store syncing only the
+// acknowledged ones.
+var durabilityModes = []struct {
+	name       string
+	syncWrites bool
+}{
+	{"explicit-sync", false},
+	{"sync-writes", true},
+}
+
+// benchRun creates a run for a benchmark and returns its generation.
+func benchRun(b *testing.B, db *DB, id string) int64 {
+	b.Helper()
+	run := &engine.Run{ID: id, Workflow: "bench", Status: engine.StatusRunning, Channels: []string{"github"}}
+	if err := db.CreateRun(b.Context(), run, []engine.Event{{Type: engine.EventRunStarted}}); err != nil {
+		b.Fatalf("CreateRun: %v", err)
+	}
+	return run.Generation
+}
+
+// BenchmarkAnswer measures Answer, an acknowledged (synced) intent: the
+// compare-and-set, inbox message, event and outbox row.
+func BenchmarkAnswer(b *testing.B) {
+	for _, mode := range durabilityModes {
+		b.Run(mode.name, func(b *testing.B) {
+			db := newDB(b, b.TempDir(), Options{syncWrites: mode.syncWrites})
+			gen := benchRun(b, db, "r-bench")
+			ids := make([]string, b.N)
+			for i := range ids {
+				ix, err := db.PostQuestion(b.Context(), engine.PostRequest{RunID: "r-bench", Generation: gen, NodeID: "agent",
+					Questions: map[string]any{engine.QuestionKey: "Which database should the service use?"}})
+				if err != nil {
+					b.Fatalf("PostQuestion: %v", err)
+				}
+				ids[i] = ix.ID
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := db.Answer(b.Context(), engine.AnswerRequest{RunID: "r-bench", InteractionID: ids[i], Text: "PostgreSQL", By: "alice", Via: "github"}); err != nil {
+					b.Fatalf("Answer: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCommit measures the checkpoint written after every node: a 4
+// KiB checkpoint and two events, not synced (Sync: false) and synced.
+func BenchmarkCommit(b *testing.B) {
+	checkpoint := []byte(`{"outputs":"` + strings.Repeat("x", 4<<10) + `"}`)
+	for _, sync := range []bool{false, true} {
+		for _, mode := range durabilityModes {
+			if sync && mode.syncWrites {
+				continue // the same as without Sync
+			}
+			name := mode.name
+			if sync {
+				name += "/Sync"
+			}
+			b.Run(name, func(b *testing.B) {
+				db := newDB(b, b.TempDir(), Options{syncWrites: mode.syncWrites})
+				gen := benchRun(b, db, "r-bench")
+				b.ResetTimer()
+				for i := range b.N {
+					err := db.Commit(b.Context(), engine.Change{RunID: "r-bench", Generation: gen, Checkpoint: checkpoint, Sync: sync,
+						Events: []engine.Event{
+							{Type: engine.EventNodeFinished, NodeID: fmt.Sprint("n", i)},
+							{Type: engine.EventEdgeSelected, NodeID: fmt.Sprint("n", i)},
+						}})
+					if err != nil {
+						b.Fatalf("Commit: %v", err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPostAndAnswerParallel measures acknowledged writes from 8
+// goroutines, each posting and answering questions in its own run, where
+// SyncWrites can group the syncs of concurrent transactions.
+func BenchmarkPostAndAnswerParallel(b *testing.B) {
+	for _, mode := range durabilityModes {
+		b.Run(mode.name, func(b *testing.B) {
+			db := newDB(b, b.TempDir(), Options{syncWrites: mode.syncWrites})
+			const parallelism = 4
+			b.SetParallelism(parallelism)
+			var runs []string
+			for i := range parallelism * runtime.GOMAXPROCS(0) {
+				runs = append(runs, fmt.Sprintf("r-bench-%d", i))
+				benchRun(b, db, runs[i])
+			}
+			var next atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				id, gen := runs[next.Add(1)-1], int64(0)
+				for pb.Next() {
+					ix, err := db.PostQuestion(b.Context(), engine.PostRequest{RunID: id, Generation: gen, NodeID: "agent",
+						Questions: map[string]any{engine.QuestionKey: "Which database?"}})
+					if err != nil {
+						b.Errorf("PostQuestion: %v", err)
+						return
+					}
+					if _, err := db.Answer(b.Context(), engine.AnswerRequest{RunID: id, InteractionID: ix.ID, Text: "PostgreSQL", By: "alice", Via: "github"}); err != nil {
+						b.Errorf("Answer: %v", err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
