@@ -133,6 +133,12 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	} else if !ValidRunID(id) {
 		return nil, fmt.Errorf("invalid run id %q: use 1 to 64 of a-z, 0-9 and -", id)
 	}
+	// Vars not given take their defaults; a var without one must be given.
+	vars, err := withDefaults(w, req.Vars)
+	if err != nil {
+		return nil, err
+	}
+	req.Vars = vars
 	now := e.now()
 	run := &Run{
 		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning,
@@ -205,6 +211,29 @@ func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[s
 	}
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+// withDefaults completes vars with the workflow's defaults.
+func withDefaults(w *dsl.Workflow, vars map[string]any) (map[string]any, error) {
+	out := maps.Clone(vars)
+	if out == nil {
+		out = map[string]any{}
+	}
+	var missing []string
+	for _, v := range w.Vars {
+		if _, ok := out[v.Name]; ok {
+			continue
+		}
+		if !v.HasDefault {
+			missing = append(missing, v.Name)
+			continue
+		}
+		out[v.Name] = v.Default
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing vars without defaults: %s", strings.Join(missing, ", "))
 	}
 	return out, nil
 }

@@ -131,6 +131,13 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	rs.mu.Unlock()
 	rs.emit(Event{Type: EventNodeStarted, NodeID: n.ID, BranchID: branch, Data: map[string]any{"kind": n.Kind.String(), "iteration": iteration}})
 
+	if n.LLM != nil {
+		// A model node runs long and may post questions, which the store
+		// logs at once: store node_started first so the log reads in order.
+		if err := rs.commit(ctx, Change{}); err != nil {
+			return nil, err
+		}
+	}
 	nctx := ctx
 	if n.Timeout > 0 && n.Kind != dsl.NodeAwaitAnswers && n.Kind != dsl.NodeWait {
 		var cancel context.CancelFunc
