@@ -117,8 +117,13 @@ func TestCrashBetweenNodesSkipsNothing(t *testing.T) {
 	if killed, out := runChild(t, engine.FailBetweenNodes+":1", "run", wf, "--store-dir", st, "--run-id", "c2", "--no-interactive", "--var", "log="+log); !killed {
 		t.Fatalf("not killed:\n%s", out)
 	}
-	if _, out := runChild(t, "", "resume", "--run-id", "c2", "--store-dir", st); !strings.Contains(out, "run c2 finished") {
-		t.Fatalf("resume:\n%s", out)
+	// Another run on the store notes the interrupted one.
+	other := writeFile(t, "other.bot", "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	if _, out := runChild(t, "", "run", other, "--store-dir", st); !strings.Contains(out, "note: run c2 was interrupted") {
+		t.Errorf("no note about the interrupted run:\n%s", out)
+	}
+	if _, out := runChild(t, "", "runs", "resume", "c2", "--store-dir", st); !strings.Contains(out, "run c2 finished") {
+		t.Fatalf("runs resume:\n%s", out)
 	}
 	if got := readLog(t, log); got != "t1 t2 t3" {
 		t.Errorf("nodes ran %q, want each once", got)

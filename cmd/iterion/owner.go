@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,7 +67,7 @@ type owner struct {
 
 // becomeOwner opens the store directory for this process and serves its
 // API. A second owner gets an error naming the first.
-func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool) (*owner, error) {
+func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool, notices io.Writer) (*owner, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
 	}
@@ -101,6 +102,7 @@ func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(cont
 		o.Close()
 		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
 	}
+	noteInterrupted(db, notices)
 	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer})
 	o.srv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = o.srv.Serve(ln) }()
@@ -119,6 +121,19 @@ func (o *owner) Close() error {
 	}
 	_ = os.Remove(filepath.Join(o.dir, ownerFile))
 	return o.db.Close()
+}
+
+// noteInterrupted tells about runs still marked running: this process now
+// holds the store, so their owner died mid-run. They continue from their
+// checkpoint (the interrupted node runs again) with iterion resume.
+func noteInterrupted(db *store.DB, out io.Writer) {
+	runs, err := db.Runs(context.Background(), engine.RunFilter{Status: engine.StatusRunning})
+	if err != nil {
+		return
+	}
+	for _, r := range runs {
+		fmt.Fprintf(out, "note: run %s was interrupted (its process stopped mid-run); continue it with: iterion resume --run-id %s\n", r.ID, r.ID)
+	}
 }
 
 func readOwner(dir string) (ownerInfo, bool) {

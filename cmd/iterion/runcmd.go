@@ -181,7 +181,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer)
+	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer, stderr)
 	if err != nil {
 		return err
 	}
@@ -392,7 +392,7 @@ func newResumeCmd() *cobra.Command {
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil)
+	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil, io.Discard)
 	if err != nil {
 		return err
 	}

@@ -214,7 +214,23 @@ func newRunsCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(list, show, events, questions, answer, cancel)
+	resume := newResumeCmd()
+	resume.Use = "resume RUN [--answer k=v]…"
+	resume.Args = exactArgs(1, "resume needs a run id")
+	resumeRunE := resume.RunE
+	resume.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := cmd.Flags().Set("run-id", args[0]); err != nil {
+			return err
+		}
+		if !cmd.Flags().Changed("store-dir") && storeFlag != "" {
+			if err := cmd.Flags().Set("store-dir", storeFlag); err != nil {
+				return err
+			}
+		}
+		return resumeRunE(cmd, nil)
+	}
+	resume.Flags().MarkHidden("run-id")
+	cmd.AddCommand(list, show, events, questions, answer, cancel, resume)
 	return cmd
 }
 
