@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -192,8 +193,12 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		runID = engine.NewRunID(time.Now())
 	}
 	tty := interactive(in) && !f.noInteractive
+	// One reader owns the terminal: its lines answer async questions while
+	// the run executes, and go to the pause prompt while the run is paused.
+	var term *terminal
 	if tty {
-		go answerLoop(ctx, in, o, runID, stderr, afterAnswer)
+		term = newTerminal(in)
+		go term.answerLoop(ctx, o, runID, stderr, afterAnswer)
 	}
 	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: vars, Trigger: engine.Trigger{Source: "cli"}, File: file})
 	if err != nil {
@@ -219,7 +224,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		if !tty {
 			break
 		}
-		answers, err := promptPause(ctx, in, stderr, o, run)
+		answers, err := promptPause(ctx, term, stderr, o, run)
 		if err != nil {
 			return err
 		}
@@ -246,12 +251,44 @@ func awaitPaused(ctx context.Context, o *owner, runID string) bool {
 	return false
 }
 
+// terminal reads lines typed in the terminal and hands each either to the
+// async answer loop or, while a pause prompt is open, to the prompt.
+type terminal struct {
+	lines     chan string
+	prompting atomic.Bool
+	prompt    chan string
+}
+
+func newTerminal(in io.Reader) *terminal {
+	t := &terminal{lines: make(chan string), prompt: make(chan string)}
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			if t.prompting.Load() {
+				t.prompt <- sc.Text()
+			} else {
+				t.lines <- sc.Text()
+			}
+		}
+		close(t.lines)
+		close(t.prompt)
+	}()
+	return t
+}
+
+// readAnswer waits for the next line typed at the pause prompt.
+func (t *terminal) readAnswer() (string, bool) {
+	t.prompting.Store(true)
+	defer t.prompting.Store(false)
+	line, ok := <-t.prompt
+	return line, ok
+}
+
 // answerLoop answers the oldest pending async question with each line
 // typed while the run goes on.
-func answerLoop(ctx context.Context, in io.Reader, o *owner, runID string, out io.Writer, after func(context.Context, *engine.AnswerResult) bool) {
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out io.Writer, after func(context.Context, *engine.AnswerResult) bool) {
+	for line := range t.lines {
+		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
@@ -270,7 +307,7 @@ func answerLoop(ctx context.Context, in io.Reader, o *owner, runID string, out i
 }
 
 // promptPause asks, in a terminal, for the answers of a blocking pause.
-func promptPause(ctx context.Context, in io.Reader, out io.Writer, o *owner, run *engine.Run) (map[string]string, error) {
+func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) (map[string]string, error) {
 	ixs, err := o.db.Interactions(ctx, run.ID)
 	if err != nil {
 		return nil, err
@@ -287,7 +324,6 @@ func promptPause(ctx context.Context, in io.Reader, out io.Writer, o *owner, run
 	if s, ok := ix.Questions["_instructions"].(string); ok {
 		fmt.Fprintf(out, "\n%s\n\n", s)
 	}
-	sc := bufio.NewScanner(in)
 	answers := map[string]string{}
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range ix.Questions {
@@ -298,10 +334,11 @@ func promptPause(ctx context.Context, in io.Reader, out io.Writer, o *owner, run
 	})
 	for _, k := range keys {
 		fmt.Fprintf(out, "%s [%v]: ", k, ix.Questions[k])
-		if !sc.Scan() {
+		line, ok := term.readAnswer()
+		if !ok {
 			return nil, fmt.Errorf("no answer for %s: the run stays paused (iterion resume --run-id %s --answer %s=…)", k, run.ID, k)
 		}
-		answers[k] = sc.Text()
+		answers[k] = line
 	}
 	return answers, nil
 }
