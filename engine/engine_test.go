@@ -3,8 +3,11 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -508,5 +511,134 @@ func TestAskUserPausesAndResumesTheConversation(t *testing.T) {
 	last := calls[len(calls)-1]
 	if last.ResumeAnswer != "yes" || last.ResumePendingToolUseID != "toolu_1" || string(last.ResumeConversation) != `[{"role":"user"}]` {
 		t.Errorf("resumed task = answer %q, tool use %q, conversation %s", last.ResumeAnswer, last.ResumePendingToolUseID, last.ResumeConversation)
+	}
+}
+
+// The conformance case of upstream's async_await_mini: a gate in one branch
+// of a fan-out parks (giving its slot back) while the sibling branch
+// finishes; an answer releases it and the join sees both.
+func TestAwaitGateInBranchReleasedWhileSiblingFinishes(t *testing.T) {
+	src := `
+schema v:
+  n: int
+
+compute prep:
+  output: v
+  expr:
+    n: "21 + 21"
+
+router split:
+  mode: fan_out_all
+
+compute side:
+  output: v
+  expr:
+    n: "outputs.prep.n"
+
+await_answers gate:
+  timeout: "1h"
+
+compute gather:
+  await: wait_all
+  output: v
+  expr:
+    n: "outputs.side.n"
+
+workflow w:
+  entry: prep
+  budget:
+    max_parallel_branches: 1
+  prep -> split
+  split -> gate
+  split -> side
+  gate -> gather
+  side -> gather
+  gather -> done
+`
+	db := newStore(t)
+	ctx := context.Background()
+	// A question posted before the run reaches the gate (as by an earlier
+	// agent) keeps the gate parked.
+	now := time.Now()
+	if err := db.CreateRun(ctx, &engine.Run{ID: "mini", Workflow: "w", Status: engine.StatusRunning, CreatedAt: now, UpdatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Acquire(ctx, "mini", "test")
+	ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: "mini", Generation: run.Generation, NodeID: "asker", Questions: map[string]any{engine.QuestionKey: "go?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sideDone = make(chan struct{})
+	e := engine.New(engine.Options{Store: db, Poll: time.Hour, OnEvent: func(ev engine.Event) {
+		if ev.Type == engine.EventNodeFinished && ev.NodeID == "side" {
+			close(sideDone)
+		}
+	}})
+	w := mustCompile(t, src)
+	done := make(chan *engine.Run, 1)
+	go func() {
+		r, err := e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: "mini", Force: true})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	// With one slot, side can only finish if the parked gate gave it back.
+	<-sideDone
+	if _, err := e.Answer(ctx, engine.AnswerRequest{RunID: "mini", InteractionID: ix.ID, Text: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r == nil || r.Status != engine.StatusFinished {
+		t.Fatalf("run = %+v", r)
+	}
+}
+
+func TestAwaitGateWithoutQuestionsPasses(t *testing.T) {
+	src := "await_answers gate:\n  timeout: \"1h\"\nworkflow w:\n  entry: gate\n  gate -> done\n"
+	db := newStore(t)
+	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
+	if run.Status != engine.StatusFinished {
+		t.Fatalf("run = %s %s", run.Status, run.Error)
+	}
+}
+
+func TestNodeTimeoutAndCancel(t *testing.T) {
+	src := "tool slow:\n  command: \"sleep 30\"\n  timeout: \"100ms\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run := start(t, e, mustCompile(t, src), nil)
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeTimeout {
+		t.Errorf("timeout: run = %s %s %q", run.Status, run.FailureCode, run.Error)
+	}
+
+	// Cancelling a run stops its running process: the tool reports through
+	// a FIFO that it runs, then the run's context is cancelled.
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "started")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src = "vars:\n  fifo: string\ntool slow:\n  command: \"echo up > {{vars.fifo}}; sleep 30\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *engine.Run, 1)
+	go func() {
+		r, err := e.Start(ctx, engine.StartRequest{Workflow: mustCompile(t, src), RunID: "to-cancel", Vars: map[string]any{"fifo": fifo}, WorkDir: dir})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	if _, err := os.ReadFile(fifo); err != nil { // returns once the tool wrote
+		t.Fatal(err)
+	}
+	began := time.Now()
+	cancel()
+	r := <-done
+	if r.Status != engine.StatusCancelled || r.FailureCode != engine.CodeCancelled {
+		t.Errorf("cancel: run = %s %s %q", r.Status, r.FailureCode, r.Error)
+	}
+	if waited := time.Since(began); waited > 10*time.Second {
+		t.Errorf("cancel took %s: the tool's process was not killed", waited)
 	}
 }

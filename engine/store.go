@@ -53,10 +53,12 @@ type Store interface {
 	// DrainInbox marks the queued messages for nodeID (and those for any
 	// node) delivered and returns them in the order they were queued.
 	DrainInbox(ctx context.Context, runID, nodeID string) ([]InboxMessage, error)
-	// Events returns up to limit events with Seq > after, in order.
+	// Events returns up to limit events with Seq > after, in order
+	// (limit <= 0: all of them).
 	Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error)
 
-	// DueOutbox returns up to limit outbox rows due at now, oldest first.
+	// DueOutbox returns up to limit outbox rows due at now, oldest first
+	// (limit <= 0: all of them).
 	DueOutbox(ctx context.Context, now time.Time, limit int) ([]OutboxRow, error)
 	// AckOutbox deletes a performed outbox row.
 	AckOutbox(ctx context.Context, id string) error
@@ -83,7 +85,8 @@ type Change struct {
 	Checkpoint []byte
 	// Events are appended; the store assigns their Seq.
 	Events []Event
-	// Interactions are stored as given (blocking and await pauses).
+	// Interactions are stored as given: blocking and await pauses only
+	// (async questions change through PostQuestion and Answer alone).
 	Interactions []*Interaction
 	// Outbox rows are stored as given; the store assigns missing ids.
 	Outbox []OutboxRow
