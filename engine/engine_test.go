@@ -642,3 +642,74 @@ func TestNodeTimeoutAndCancel(t *testing.T) {
 		t.Errorf("cancel took %s: the tool's process was not killed", waited)
 	}
 }
+
+func TestLLMRouterAndTokenBudget(t *testing.T) {
+	src := `
+router pick:
+  mode: llm
+  model: "anthropic/x"
+
+agent left:
+  model: "anthropic/x"
+
+agent right:
+  model: "anthropic/x"
+
+workflow w:
+  entry: pick
+  budget:
+    max_tokens: 150
+  pick -> left
+  pick -> right
+  left -> done
+  right -> done
+`
+	var seen []string
+	b := &script{run: func(_ context.Context, task *engine.Task) (*engine.Result, error) {
+		seen = append(seen, task.NodeID)
+		if task.NodeID == "pick" {
+			enum := task.OutputSchema["properties"].(map[string]any)["selected_route"].(map[string]any)["enum"]
+			if diff := cmp.Diff([]any{"left", "right"}, enum); diff != "" {
+				t.Errorf("router schema enum (-want +got):\n%s", diff)
+			}
+			return &engine.Result{Output: map[string]any{"selected_route": "right"}, Tokens: 140}, nil
+		}
+		return &engine.Result{Output: map[string]any{}, Tokens: 10}, nil
+	}}
+	db := newStore(t)
+	run := start(t, newEngine(t, db, map[string]engine.Backend{"claw": b}), mustCompile(t, src), nil)
+	// The router chose right, but 140 of 150 tokens is past 90%: right never starts.
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeBudgetExceeded || !strings.Contains(run.Error, "tokens") {
+		t.Errorf("run = %s %s %q", run.Status, run.FailureCode, run.Error)
+	}
+	if diff := cmp.Diff([]string{"pick"}, seen); diff != "" {
+		t.Errorf("nodes run (-want +got):\n%s", diff)
+	}
+}
+
+func TestOutboxOnlyForAttachedChannels(t *testing.T) {
+	src := "human approve:\n  instructions: \"ok?\"\nworkflow w:\n  entry: approve\n  approve -> done\n"
+	w := mustCompile(t, src)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		channels []string
+		want     int
+	}{{nil, 0}, {[]string{"github", "slack"}, 1}} {
+		db := newStore(t)
+		e := newEngine(t, db, nil)
+		run, err := e.Start(ctx, engine.StartRequest{Workflow: w, Channels: tc.channels, WorkDir: t.TempDir()})
+		if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+			t.Fatalf("start: %v %+v", err, run)
+		}
+		rows, err := db.DueOutbox(ctx, time.Now().Add(time.Hour), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != tc.want {
+			t.Errorf("channels %v: %d outbox rows, want %d", tc.channels, len(rows), tc.want)
+		}
+		if tc.want > 0 && (rows[0].Kind != engine.OutboxRunPaused || rows[0].InteractionID != run.ID+"_approve" || len(rows[0].Channels) != 2) {
+			t.Errorf("row = %+v", rows[0])
+		}
+	}
+}
