@@ -108,6 +108,9 @@ func TestCrashDuringNodeRerunsOnlyThatNode(t *testing.T) {
 	if got := readLog(t, log); got != "t1 t2 t2 t3" {
 		t.Errorf("nodes ran %q, want only the interrupted t2 twice", got)
 	}
+	if _, out := runChild(t, "", "runs", "recover", "--store-dir", st); !strings.Contains(out, "no interrupted run") {
+		t.Errorf("recover after the resume:\n%s", out)
+	}
 }
 
 func TestCrashBetweenNodesSkipsNothing(t *testing.T) {
@@ -225,5 +228,21 @@ func TestCrashAfterAnswerCommittedLosesNothing(t *testing.T) {
 	runChild(t, "", "runs", "answer", "a1", "a1_draft_async_2", "1.26", "--store-dir", st)
 	if _, out := runChild(t, "", "resume", "--run-id", "a1", "--store-dir", st); !strings.Contains(out, "run a1 finished") {
 		t.Fatalf("resume:\n%s", out)
+	}
+}
+
+func TestRecoverContinuesInterruptedRuns(t *testing.T) {
+	dir := t.TempDir()
+	wf, log := toolChain(t, dir)
+	st := filepath.Join(dir, "st")
+	if killed, out := runChild(t, engine.FailAfterExec+":1", "run", wf, "--store-dir", st, "--run-id", "r1", "--no-interactive", "--var", "log="+log); !killed {
+		t.Fatalf("not killed:\n%s", out)
+	}
+	killed, out := runChild(t, "", "runs", "recover", "--store-dir", st)
+	if killed || !strings.Contains(out, "run r1 finished") {
+		t.Fatalf("recover:\n%s", out)
+	}
+	if got := readLog(t, log); got != "t1 t1 t2 t3" {
+		t.Errorf("nodes ran %q, want the interrupted t1 twice and the rest once", got)
 	}
 }

@@ -427,6 +427,47 @@ func newResumeCmd() *cobra.Command {
 	return cmd
 }
 
+// recoverRuns continues, one after the other, every run still marked
+// running: this process holds the store, so their owner died mid-run.
+func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
+	prog := &progress{out: stderr}
+	o, err := becomeOwner(dir, "iterion runs recover", engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	runs, err := o.db.Runs(ctx, engine.RunFilter{Status: engine.StatusRunning})
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(stdout, "no interrupted run")
+		return nil
+	}
+	failed := false
+	for _, r := range runs {
+		w, err := loadWorkflow(stderr, r.File)
+		if err != nil {
+			fmt.Fprintf(stdout, "run %s: cannot load its workflow: %v (continue it with iterion resume --run-id %s --file …)\n", r.ID, err, r.ID)
+			failed = true
+			continue
+		}
+		run, err := o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Via: "cli"})
+		if err != nil {
+			fmt.Fprintf(stdout, "run %s: %v\n", r.ID, err)
+			failed = true
+			continue
+		}
+		if report(ctx, stdout, o.db, run, dir, false) != nil {
+			failed = true
+		}
+	}
+	if failed {
+		return exitCodeError(exitError)
+	}
+	return nil
+}
+
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
 	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil, io.Discard)

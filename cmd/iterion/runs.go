@@ -230,7 +230,15 @@ func newRunsCmd() *cobra.Command {
 		return resumeRunE(cmd, nil)
 	}
 	resume.Flags().MarkHidden("run-id")
-	cmd.AddCommand(list, show, events, questions, answer, cancel, resume)
+	recoverCmd := &cobra.Command{
+		Use:   "recover",
+		Short: "Continue every run a crashed process left running, from its checkpoint",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), storeDir(storeFlag))
+		},
+	}
+	cmd.AddCommand(list, show, events, questions, answer, cancel, resume, recoverCmd)
 	return cmd
 }
 
