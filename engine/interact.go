@@ -88,6 +88,12 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if !run.Status.Resumable() && run.Status != StatusRunning {
 		return nil, fmt.Errorf("run %s is %s and cannot be resumed", run.ID, run.Status)
 	}
+	e.mu.Lock()
+	_, executing := e.running[run.ID]
+	e.mu.Unlock()
+	if executing {
+		return nil, fmt.Errorf("run %s is executing in this process", run.ID)
+	}
 	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
 		return nil, fmt.Errorf("the workflow file changed since run %s started: resume with --force to run the new version", run.ID)
 	}
@@ -159,6 +165,11 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 				ids = append(ids, q.ID)
 			}
 			return fmt.Errorf("cannot resume run %s: %d async question(s) still unanswered: %s (answer them with iterion runs answer)", run.ID, len(pending), strings.Join(ids, ", "))
+		}
+		// The resumed tool call carries every answer; the queued copies of
+		// them would reach the agent a second time.
+		if _, err := e.store.DrainInbox(ctx, run.ID, p.Node); err != nil {
+			return fmt.Errorf("resuming run %s: %w", run.ID, err)
 		}
 	} else if n.Kind == dsl.NodeHuman {
 		out, err := coerceAnswers(n, req.Answers)
