@@ -134,7 +134,7 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	if n.LLM != nil {
 		// A model node runs long and may post questions, which the store
 		// logs at once: store node_started first so the log reads in order.
-		if err := rs.commit(ctx, Change{}); err != nil {
+		if err := rs.commitEvents(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -197,12 +197,27 @@ func (rs *runState) event(ev Event) Event {
 // commit writes the checkpoint and the queued events, plus whatever c
 // adds, in one store transaction.
 func (rs *runState) commit(ctx context.Context, c Change) error {
+	return rs.write(ctx, c, true)
+}
+
+// commitEvents writes the queued events alone. Branches use it: a crash
+// during a fan-out re-runs the fan-out from its router, so a branch's
+// progress needs no checkpoint, only its events.
+func (rs *runState) commitEvents(ctx context.Context) error {
+	return rs.write(ctx, Change{}, false)
+}
+
+func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error {
 	rs.commitMu.Lock()
 	defer rs.commitMu.Unlock()
 	rs.mu.Lock()
-	rs.ck.ElapsedNS += int64(rs.e.now().Sub(rs.began))
-	rs.began = rs.e.now()
-	b, err := rs.ck.encode()
+	var b []byte
+	var err error
+	if checkpoint {
+		rs.ck.ElapsedNS += int64(rs.e.now().Sub(rs.began))
+		rs.began = rs.e.now()
+		b, err = rs.ck.encode()
+	}
 	events := append(rs.events, c.Events...)
 	rs.events = nil
 	rs.mu.Unlock()
@@ -644,7 +659,7 @@ func (rs *runState) stepInBranch(ctx context.Context, n *dsl.Node, input map[str
 	ctx = context.WithValue(ctx, slotKey{}, slot)
 	out, err := rs.step(ctx, n, input, id)
 	if err == nil {
-		if cerr := rs.commit(ctx, Change{}); cerr != nil {
+		if cerr := rs.commitEvents(ctx); cerr != nil {
 			return nil, cerr
 		}
 	}
