@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/dsl/expr"
 )
 
 // execNode runs one node and returns its output.
@@ -112,27 +113,7 @@ func conform(v any, f *dsl.Field) (any, error) {
 	default:
 		return v, nil
 	}
-	return nil, fmt.Errorf("%s value %v does not fit field of type %s", typeName(v), v, f.Type)
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "bool"
-	case int64:
-		return "int"
-	case float64:
-		return "float"
-	case string:
-		return "string"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v)
+	return nil, fmt.Errorf("%s value %v does not fit field of type %s", expr.TypeName(v), v, f.Type)
 }
 
 // maxToolOutput bounds what a tool's stdout may bring into a run.

@@ -94,7 +94,7 @@ func list(v any, what string) ([]any, error) {
 	case []any:
 		return x, nil
 	default:
-		return nil, fmt.Errorf("%s must be a list, got %s", what, typeName(x))
+		return nil, fmt.Errorf("%s must be a list, got %s", what, TypeName(x))
 	}
 }
 
@@ -172,7 +172,7 @@ func bLength(_ *evalState, a []any) (any, error) {
 	case string:
 		return int64(len(x)), nil
 	default:
-		return nil, fmt.Errorf("expected a list, map or string, got %s", typeName(x))
+		return nil, fmt.Errorf("expected a list, map or string, got %s", TypeName(x))
 	}
 }
 
@@ -245,7 +245,7 @@ func bContains(st *evalState, a []any) (any, error) {
 func bJoin(st *evalState, a []any) (any, error) {
 	sep, ok := norm(a[1]).(string)
 	if !ok {
-		return nil, fmt.Errorf("the separator must be a string, got %s", typeName(norm(a[1])))
+		return nil, fmt.Errorf("the separator must be a string, got %s", TypeName(norm(a[1])))
 	}
 	xs, err := list(a[0], "the first argument")
 	if err != nil {
@@ -277,7 +277,7 @@ func intArg(v any, what string) (int64, error) {
 	if n, ok := asInt(v); ok {
 		return n, nil
 	}
-	return 0, fmt.Errorf("%s must be an integer, got %s", what, typeName(v))
+	return 0, fmt.Errorf("%s must be an integer, got %s", what, TypeName(v))
 }
 
 func bTail(st *evalState, a []any) (any, error) {
@@ -386,7 +386,7 @@ func mapArg(v any) (map[string]any, error) {
 	case map[string]any:
 		return x, nil
 	default:
-		return nil, fmt.Errorf("the argument must be a map, got %s", typeName(x))
+		return nil, fmt.Errorf("the argument must be a map, got %s", TypeName(x))
 	}
 }
 
@@ -431,7 +431,7 @@ func bSum(st *evalState, a []any) (any, error) {
 	integral := true
 	for i, x := range xs {
 		if !isNumber(x) {
-			return nil, fmt.Errorf("element %d is %s, not a number", i, typeName(x))
+			return nil, fmt.Errorf("element %d is %s, not a number", i, TypeName(x))
 		}
 		if _, ok := asInt(x); !ok {
 			integral = false
@@ -467,7 +467,7 @@ func bExtreme(st *evalState, sign int, a []any) (any, error) {
 	consider := func(x any) error {
 		x = norm(x)
 		if !isNumber(x) {
-			return fmt.Errorf("cannot compare %s (numbers only)", typeName(x))
+			return fmt.Errorf("cannot compare %s (numbers only)", TypeName(x))
 		}
 		if best == nil || numCompare(x, best)*sign > 0 {
 			best = x
@@ -533,6 +533,6 @@ func toInt(v any, f func(float64) float64) (any, error) {
 		}
 		return int64(r), nil
 	default:
-		return nil, fmt.Errorf("expected a number, got %s", typeName(x))
+		return nil, fmt.Errorf("expected a number, got %s", TypeName(x))
 	}
 }

@@ -179,7 +179,7 @@ func (st *evalState) eval(n *node) (any, error) {
 		case float64:
 			return -v, nil
 		}
-		return nil, fmt.Errorf("cannot negate %s", typeName(x))
+		return nil, fmt.Errorf("cannot negate %s", TypeName(x))
 	case nNot:
 		x, err := st.eval(n.kids[0])
 		if err != nil {
@@ -223,7 +223,7 @@ func index(x, i any) (any, error) {
 	case []any:
 		k, ok := asInt(i)
 		if !ok {
-			return nil, fmt.Errorf("cannot index list with %s", typeName(i))
+			return nil, fmt.Errorf("cannot index list with %s", TypeName(i))
 		}
 		if k < 0 || k >= int64(len(c)) {
 			return nil, nil
@@ -232,11 +232,11 @@ func index(x, i any) (any, error) {
 	case map[string]any:
 		k, ok := i.(string)
 		if !ok {
-			return nil, fmt.Errorf("cannot index map with %s", typeName(i))
+			return nil, fmt.Errorf("cannot index map with %s", TypeName(i))
 		}
 		return norm(c[k]), nil
 	default:
-		return nil, fmt.Errorf("cannot index %s", typeName(c))
+		return nil, fmt.Errorf("cannot index %s", TypeName(c))
 	}
 }
 
@@ -286,7 +286,7 @@ func compare(op tokKind, l, r any) (any, error) {
 		ls, lok := l.(string)
 		rs, rok := r.(string)
 		if !lok || !rok {
-			return nil, fmt.Errorf("cannot compare %s %s %s", typeName(l), punctText[op], typeName(r))
+			return nil, fmt.Errorf("cannot compare %s %s %s", TypeName(l), punctText[op], TypeName(r))
 		}
 		c = strings.Compare(ls, rs)
 	}
@@ -311,7 +311,7 @@ func (st *evalState) add(l, r any) (any, error) {
 	case rstr && isNumber(l):
 		ls = formatNumber(l)
 	case lstr || rstr:
-		return nil, fmt.Errorf("cannot apply + to %s and %s", typeName(l), typeName(r))
+		return nil, fmt.Errorf("cannot apply + to %s and %s", TypeName(l), TypeName(r))
 	default:
 		return arith(tPlus, l, r)
 	}
@@ -325,12 +325,12 @@ func (st *evalState) add(l, r any) (any, error) {
 func arith(op tokKind, l, r any) (any, error) {
 	sym := punctText[op]
 	if !isNumber(l) || !isNumber(r) {
-		return nil, fmt.Errorf("cannot apply %s to %s and %s", sym, typeName(l), typeName(r))
+		return nil, fmt.Errorf("cannot apply %s to %s and %s", sym, TypeName(l), TypeName(r))
 	}
 	li, lint := l.(int64)
 	ri, rint := r.(int64)
 	if op == tPercent && (!lint || !rint) {
-		return nil, fmt.Errorf("cannot apply %% to %s and %s (integers only)", typeName(l), typeName(r))
+		return nil, fmt.Errorf("cannot apply %% to %s and %s (integers only)", TypeName(l), TypeName(r))
 	}
 	if lint && rint {
 		overflow := fmt.Errorf("integer overflow in %s", sym)

@@ -226,8 +226,9 @@ func Truthy(v any) bool {
 	return true
 }
 
-// typeName names the type of a normalised value for error messages.
-func typeName(v any) string {
+// TypeName names the type of a value as expressions see it (nil, bool,
+// int, float, string, list, map), for error messages.
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "nil"
