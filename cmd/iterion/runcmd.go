@@ -17,15 +17,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iterion-bot/iterion/backends/claw"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// backends returns the agent backends this build has. The real ones (claw,
-// claude_code, pi) arrive with the backends package; until then an LLM node
-// fails with "backend … is not available in this build". Tests replace it
-// with scripted backends.
-var backends = func() map[string]engine.Backend { return map[string]engine.Backend{} }
+// backends returns the agent backends this build has: claw (models named
+// anthropic/… or openai/…, keys and base URLs from ANTHROPIC_API_KEY,
+// ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL). claude_code and pi
+// are not built yet: their nodes fail with "backend … is not available in
+// this build". Tests replace it with scripted backends.
+var backends = func() map[string]engine.Backend {
+	return map[string]engine.Backend{"claw": claw.New(claw.Options{})}
+}
 
 type runFlags struct {
 	vars          []string

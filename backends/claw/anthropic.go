@@ -1,0 +1,101 @@
+package claw
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+// provider sends one turn to a model API.
+type provider interface {
+	turn(ctx context.Context, req turnRequest) (*turnResponse, error)
+}
+
+// anthropicProvider speaks the Anthropic Messages API through the official
+// SDK. The SDK's own retries are off: the loop retries with its own policy
+// and clock.
+type anthropicProvider struct {
+	client anthropic.Client
+}
+
+func newAnthropic(baseURL, apiKey string, hc *http.Client) *anthropicProvider {
+	opts := []option.RequestOption{option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
+	if baseURL != "" {
+		opts = append(opts, option.WithBaseURL(baseURL))
+	}
+	if hc != nil {
+		opts = append(opts, option.WithHTTPClient(hc))
+	}
+	return &anthropicProvider{client: anthropic.NewClient(opts...)}
+}
+
+func (p *anthropicProvider) turn(ctx context.Context, req turnRequest) (*turnResponse, error) {
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.Model(req.Model),
+		MaxTokens: int64(req.MaxTokens),
+	}
+	if req.System != "" {
+		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	for _, m := range req.Messages {
+		var blocks []anthropic.ContentBlockParamUnion
+		for _, b := range m.Blocks {
+			switch b.Type {
+			case "text":
+				blocks = append(blocks, anthropic.NewTextBlock(b.Text))
+			case "tool_use":
+				var input any = map[string]any{}
+				if len(b.Input) > 0 {
+					input = json.RawMessage(b.Input)
+				}
+				blocks = append(blocks, anthropic.NewToolUseBlock(b.ID, input, b.Name))
+			case "tool_result":
+				blocks = append(blocks, anthropic.NewToolResultBlock(b.ID, b.Text, b.IsError))
+			}
+		}
+		if m.Role == "assistant" {
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
+		} else {
+			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
+		}
+	}
+	for _, t := range req.Tools {
+		schema := anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]}
+		if req, ok := t.Schema["required"].([]string); ok {
+			schema.Required = req
+		}
+		tool := &anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		tool.Description = anthropic.String(t.Description)
+		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tool})
+	}
+	msg, err := p.client.Messages.New(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	res := &turnResponse{StopReason: string(msg.StopReason), InputTokens: msg.Usage.InputTokens, OutputTokens: msg.Usage.OutputTokens}
+	for _, c := range msg.Content {
+		switch c.Type {
+		case "text":
+			res.Blocks = append(res.Blocks, textBlock(c.Text))
+		case "tool_use":
+			res.Blocks = append(res.Blocks, Block{Type: "tool_use", ID: c.ID, Name: c.Name, Input: append(json.RawMessage(nil), c.Input...)})
+		}
+	}
+	return res, nil
+}
+
+// httpStatus extracts the HTTP status and Retry-After header of an API
+// error, for the retry policy.
+func httpStatus(err error) (status int, retryAfter string, ok bool) {
+	var ae *anthropic.Error
+	if asError(err, &ae) {
+		if ae.Response != nil {
+			retryAfter = ae.Response.Header.Get("Retry-After")
+		}
+		return ae.StatusCode, retryAfter, true
+	}
+	return openaiStatus(err)
+}

@@ -1,0 +1,279 @@
+package claw_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iterion-bot/iterion/backends/claw"
+	"github.com/iterion-bot/iterion/backends/fakellm"
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store"
+)
+
+// fixture is claw pointed at a fake model server, with the engine and a
+// real store around it.
+type fixture struct {
+	fake   *fakellm.Server
+	srv    *httptest.Server
+	db     *store.DB
+	engine *engine.Engine
+	sleeps []time.Duration
+	// before, when set, runs before the fake answers request n (1-based).
+	mu     sync.Mutex
+	before map[int]func()
+	seen   int
+}
+
+func newFixture(t *testing.T, script *fakellm.Script, dialect string) *fixture {
+	t.Helper()
+	f := &fixture{fake: fakellm.New(script, fakellm.Options{}), before: map[int]func(){}}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/messages") || strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			f.mu.Lock()
+			f.seen++
+			hook := f.before[f.seen]
+			f.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
+		}
+		f.fake.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	env := map[string]string{
+		"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": f.srv.URL,
+		"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": f.srv.URL + "/v1",
+	}
+	b := claw.New(claw.Options{
+		Env: func(k string) string { return env[k] },
+		Sleep: func(_ context.Context, d time.Duration) error {
+			f.sleeps = append(f.sleeps, d)
+			return nil
+		},
+	})
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f.db = db
+	f.engine = engine.New(engine.Options{Store: db, Backends: map[string]engine.Backend{"claw": b}, Poll: time.Hour})
+	return f
+}
+
+func compileFile(t *testing.T, path string, model string) *dsl.Workflow {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(src), `"anthropic/claude-sonnet-4-6"`, `"`+model+`"`)
+	w, ds := dsl.CompileSource(path, []byte(text))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	return w
+}
+
+func yes() *bool { return new(bool) }
+
+// TestAsyncQuestionsEndToEnd runs examples/async-questions with claw on
+// both API dialects: the agent posts two questions and keeps working; the
+// answers arrive in its conversation mid-run; the gate releases; the
+// finishing agent receives the answers.
+func TestAsyncQuestionsEndToEnd(t *testing.T) {
+	for _, tc := range []struct{ dialect, model string }{
+		{"anthropic", "anthropic/claude-sonnet-4-6"},
+		{"openai", "openai/gpt-5.5"},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			hasResult := true
+			script := &fakellm.Script{Turns: []fakellm.Turn{
+				{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+					{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
+					{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
+				}},
+				{Name: "keep working", Match: fakellm.Match{System: "README files", ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{
+					{Name: "list_files", Input: map[string]any{"path": "."}},
+				}},
+				{Name: "draft done", Match: fakellm.Match{System: "README files", HasToolResult: &hasResult}, Text: `{"draft": "README with TODO(licence)", "open_questions": []}`},
+				{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final README"}`},
+			}}
+			f := newFixture(t, script, tc.dialect)
+			ctx := context.Background()
+			w := compileFile(t, "../../examples/async-questions/main.bot", tc.model)
+			// The operator answers while the model thinks about its second
+			// turn; claw delivers the answers after the list_files result.
+			var ids []string
+			f.before[2] = func() {
+				pending, err := f.db.Pending(ctx, "e2e", "draft")
+				if err != nil || len(pending) != 2 {
+					t.Errorf("pending = %v, %v", pending, err)
+					return
+				}
+				for i, ix := range pending {
+					ids = append(ids, ix.ID)
+					if _, err := f.engine.Answer(ctx, engine.AnswerRequest{RunID: "e2e", InteractionID: ix.ID, Text: []string{"MIT", "1.26"}[i], Via: "test"}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "e2e", WorkDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status != engine.StatusFinished {
+				t.Fatalf("run = %s %s %s", run.Status, run.FailureCode, run.Error)
+			}
+			reqs := f.fake.Requests()
+			if len(reqs) != 4 {
+				t.Fatalf("%d model requests, want 4", len(reqs))
+			}
+			// The third request carries both answers, each exactly once.
+			third := joinMessages(reqs[2])
+			for i, id := range ids {
+				want := "[Answer to question " + id + "] Q: "
+				if n := strings.Count(third, want); n != 1 {
+					t.Errorf("answer %d appears %d times in the agent's conversation, want 1", i+1, n)
+				}
+			}
+			if !strings.Contains(third, "A: MIT") {
+				t.Errorf("third request lacks the answer:\n%s", third)
+			}
+			// The finishing agent receives the answers through the gate.
+			if last := joinMessages(reqs[3]); !strings.Contains(last, "MIT") || !strings.Contains(last, "1.26") {
+				t.Errorf("finalize did not receive the answers:\n%s", last)
+			}
+			if !strings.Contains(reqs[0].System, "[ASYNC QUESTIONS]") {
+				t.Errorf("the async node's system prompt lacks the protocol section")
+			}
+			for _, tool := range []string{"ask_user", "ask_user_async", "await_answers", "read_file", "list_files"} {
+				if !contains(reqs[0].Tools, tool) {
+					t.Errorf("tool %s not offered: %v", tool, reqs[0].Tools)
+				}
+			}
+		})
+	}
+}
+
+func joinMessages(r fakellm.Recorded) string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A late answer, arriving while the model writes its final answer, forces
+// exactly one more request instead of being lost.
+func TestLateAnswerForcesOneMoreTurn(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{{Name: "ask_user_async", Input: map[string]any{"question": "Colour?"}}}},
+		{Match: fakellm.Match{ToolResultFor: "ask_user_async", LastUserContains: "Question posted"}, Text: "done without the answer"},
+		{Match: fakellm.Match{LastUserContains: "[Answer to question"}, Text: "done with blue"},
+	}}
+	f := newFixture(t, script, "anthropic")
+	ctx := context.Background()
+	f.before[2] = func() {
+		if _, err := f.engine.Answer(ctx, engine.AnswerRequest{RunID: "late", InteractionID: "late_a_async_1", Text: "blue"}); err != nil {
+			t.Error(err)
+		}
+	}
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/m\"\n  interaction: async\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "late", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	if n := len(f.fake.Requests()); n != 3 {
+		t.Errorf("%d requests, want 3 (the late answer forces exactly one more)", n)
+	}
+	evs, _ := f.db.Events(ctx, "late", 0, 100)
+	for _, ev := range evs {
+		if ev.Type == engine.EventNodeFinished && ev.Data["output"].(map[string]any)["text"] != "done with blue" {
+			t.Errorf("output = %v", ev.Data["output"])
+		}
+	}
+}
+
+// Blocking ask_user pauses the run; resuming continues the same
+// conversation: the model sees the tool_result with the answer.
+func TestAskUserResumesTheConversation(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{{ID: "toolu_ask", Name: "ask_user", Input: map[string]any{"question": "Delete the branch?"}}}},
+		{Match: fakellm.Match{ToolResultFor: "ask_user"}, Text: "deleted"},
+	}}
+	f := newFixture(t, script, "openai")
+	ctx := context.Background()
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"openai/m\"\n  interaction: human\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "ask", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	run, err = f.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: "ask", Answers: map[string]string{engine.QuestionKey: "yes, delete it"}})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("resume = %+v, %v", run, err)
+	}
+	reqs := f.fake.Requests()
+	last := reqs[len(reqs)-1]
+	if len(last.ToolResults) != 1 || last.ToolResults[0].ToolCallID != "toolu_ask" || last.ToolResults[0].Content != "yes, delete it" {
+		t.Errorf("resumed request tool results = %+v", last.ToolResults)
+	}
+}
+
+func TestRetriesAndAuthFailures(t *testing.T) {
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/m\"\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	ctx := context.Background()
+
+	// 429 with Retry-After is retried after the wait it asked for.
+	f := newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{
+		{Status: 429, Error: "slow down", Headers: map[string]string{"Retry-After": "7"}},
+		{Text: "hello"},
+	}}, "anthropic")
+	run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r429", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("429 then success: %+v %v", run, err)
+	}
+	if len(f.sleeps) != 1 || f.sleeps[0] != 7*time.Second {
+		t.Errorf("waits = %v, want [7s]", f.sleeps)
+	}
+
+	// Three 429s in a row: RATE_LIMITED.
+	f = newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{{Status: 429, Error: "slow down", Repeat: true}}}, "anthropic")
+	run, _ = f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r429x3", WorkDir: t.TempDir()})
+	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeRateLimited || len(f.fake.Requests()) != 3 {
+		t.Errorf("persistent 429: %s %s after %d requests", run.Status, run.FailureCode, len(f.fake.Requests()))
+	}
+
+	// 401 fails at once, naming the key.
+	f = newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{{Status: 401, Error: "invalid x-api-key", Repeat: true}}}, "anthropic")
+	run, _ = f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r401", WorkDir: t.TempDir()})
+	if run.Status != engine.StatusFailed || run.FailureCode != "AUTH_FAILED" || len(f.fake.Requests()) != 1 || !strings.Contains(run.Error, "API key") {
+		t.Errorf("401: %s %s %q after %d requests", run.Status, run.FailureCode, run.Error, len(f.fake.Requests()))
+	}
+}

@@ -1,0 +1,121 @@
+package claw
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// openaiProvider speaks the OpenAI chat-completions API (and the
+// OpenAI-compatible providers of the config) through the official SDK.
+type openaiProvider struct {
+	client openai.Client
+}
+
+func newOpenAI(baseURL, apiKey string, hc *http.Client) *openaiProvider {
+	opts := []option.RequestOption{option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
+	if baseURL != "" {
+		opts = append(opts, option.WithBaseURL(baseURL))
+	}
+	if hc != nil {
+		opts = append(opts, option.WithHTTPClient(hc))
+	}
+	return &openaiProvider{client: openai.NewClient(opts...)}
+}
+
+func (p *openaiProvider) turn(ctx context.Context, req turnRequest) (*turnResponse, error) {
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
+	if req.MaxTokens > 0 {
+		params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+	}
+	if req.System != "" {
+		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+	}
+	for _, m := range req.Messages {
+		if m.Role == "assistant" {
+			a := openai.ChatCompletionAssistantMessageParam{}
+			text := ""
+			for _, b := range m.Blocks {
+				switch b.Type {
+				case "text":
+					text += b.Text
+				case "tool_use":
+					args := string(b.Input)
+					if args == "" {
+						args = "{}"
+					}
+					a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+							ID:       b.ID,
+							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: b.Name, Arguments: args},
+						},
+					})
+				}
+			}
+			if text != "" {
+				a.Content.OfString = openai.String(text)
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			continue
+		}
+		// A user turn: tool results become tool messages, text a user message.
+		text := ""
+		for _, b := range m.Blocks {
+			switch b.Type {
+			case "tool_result":
+				params.Messages = append(params.Messages, openai.ToolMessage(b.Text, b.ID))
+			case "text":
+				if text != "" {
+					text += "\n\n"
+				}
+				text += b.Text
+			}
+		}
+		if text != "" {
+			params.Messages = append(params.Messages, openai.UserMessage(text))
+		}
+	}
+	for _, t := range req.Tools {
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(t.Schema),
+		}))
+	}
+	resp, err := p.client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	res := &turnResponse{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+	if len(resp.Choices) == 0 {
+		return res, nil
+	}
+	choice := resp.Choices[0]
+	res.StopReason = choice.FinishReason
+	if choice.Message.Content != "" {
+		res.Blocks = append(res.Blocks, textBlock(choice.Message.Content))
+	}
+	for _, tc := range choice.Message.ToolCalls {
+		input := json.RawMessage(tc.Function.Arguments)
+		if !json.Valid(input) {
+			input = json.RawMessage("{}")
+		}
+		res.Blocks = append(res.Blocks, Block{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	return res, nil
+}
+
+// openaiStatus extracts the HTTP status of an OpenAI API error.
+func openaiStatus(err error) (int, string, bool) {
+	var oe *openai.Error
+	if asError(err, &oe) {
+		retryAfter := ""
+		if oe.Response != nil {
+			retryAfter = oe.Response.Header.Get("Retry-After")
+		}
+		return oe.StatusCode, retryAfter, true
+	}
+	return 0, "", false
+}
