@@ -18,6 +18,13 @@ type Backend interface {
 	Capabilities() Capabilities
 }
 
+// Preflighter is a backend that can tell, before a run starts, whether it
+// can serve a model (credentials, provider). The engine asks it for every
+// model node, so a missing key fails the run before any work is done.
+type Preflighter interface {
+	Preflight(model string) error
+}
+
 // Capabilities are what a backend can do.
 type Capabilities struct {
 	// AsyncQuestions: it can expose ask_user_async and await_answers.

@@ -133,6 +133,9 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	} else if !ValidRunID(id) {
 		return nil, fmt.Errorf("invalid run id %q: use 1 to 64 of a-z, 0-9 and -", id)
 	}
+	if err := e.preflight(w); err != nil {
+		return nil, err
+	}
 	// Vars not given take their defaults; a var without one must be given.
 	vars, err := withDefaults(w, req.Vars)
 	if err != nil {
@@ -213,6 +216,38 @@ func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[s
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	return out, nil
+}
+
+// preflight asks the backends of the workflow's model nodes whether they
+// can serve them, so that a missing API key is reported before any node
+// runs.
+func (e *Engine) preflight(w *dsl.Workflow) error {
+	var problems []string
+	seen := map[string]bool{}
+	for _, n := range w.Nodes {
+		if n.LLM == nil {
+			continue
+		}
+		name := n.LLM.Backend
+		if name == "" {
+			name = w.DefaultBackend
+		}
+		if name == "" {
+			name = e.defBack
+		}
+		p, ok := e.backends[name].(Preflighter)
+		if !ok || seen[name+"|"+n.LLM.Model] {
+			continue
+		}
+		seen[name+"|"+n.LLM.Model] = true
+		if err := p.Preflight(n.LLM.Model); err != nil {
+			problems = append(problems, fmt.Sprintf("node %s: %v", n.ID, err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the workflow cannot start: %s", strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // withDefaults completes vars with the workflow's defaults.

@@ -72,6 +72,18 @@ func (b *Backend) Capabilities() engine.Capabilities {
 	return engine.Capabilities{AsyncQuestions: true}
 }
 
+var _ engine.Preflighter = (*Backend)(nil)
+
+// Preflight checks that a model names a known provider whose key is set.
+func (b *Backend) Preflight(model string) error {
+	p, _, err := splitModel(model)
+	if err != nil {
+		return err
+	}
+	_, err = b.provider(p)
+	return err
+}
+
 // splitModel splits "<provider>/<model>".
 func splitModel(model string) (string, string, error) {
 	p, m, ok := strings.Cut(model, "/")

@@ -82,7 +82,6 @@ func compileFile(t *testing.T, path string, model string) *dsl.Workflow {
 	return w
 }
 
-func yes() *bool { return new(bool) }
 
 // TestAsyncQuestionsEndToEnd runs examples/async-questions with claw on
 // both API dialects: the agent posts two questions and keeps working; the
@@ -275,5 +274,32 @@ func TestRetriesAndAuthFailures(t *testing.T) {
 	run, _ = f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r401", WorkDir: t.TempDir()})
 	if run.Status != engine.StatusFailed || run.FailureCode != "AUTH_FAILED" || len(f.fake.Requests()) != 1 || !strings.Contains(run.Error, "API key") {
 		t.Errorf("401: %s %s %q after %d requests", run.Status, run.FailureCode, run.Error, len(f.fake.Requests()))
+	}
+}
+
+// Missing credentials fail the run before any work starts, naming the key.
+func TestMissingKeyFailsBeforeTheRun(t *testing.T) {
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := claw.New(claw.Options{Env: func(string) string { return "" }})
+	e := engine.New(engine.Options{Store: db, Backends: map[string]engine.Backend{"claw": b}})
+	w, ds := dsl.CompileSource("t.bot", []byte("tool first:\n  command: \"touch ran\"\nagent a:\n  model: \"openai/gpt-5.5\"\nworkflow w:\n  entry: first\n  first -> a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	dir := t.TempDir()
+	_, err = e.Start(context.Background(), engine.StartRequest{Workflow: w, WorkDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "set OPENAI_API_KEY") {
+		t.Fatalf("err = %v, want a message naming OPENAI_API_KEY", err)
+	}
+	if _, err := os.Stat(dir + "/ran"); err == nil {
+		t.Error("the first node ran although the run could not start")
+	}
+	runs, _ := db.Runs(context.Background(), engine.RunFilter{})
+	if len(runs) != 0 {
+		t.Errorf("a run was stored: %+v", runs)
 	}
 }

@@ -187,7 +187,7 @@ func decodeError(data []byte, err error) error {
 	switch {
 	case errors.As(err, &syn):
 		line, col := position(data, syn.Offset)
-		return fmt.Errorf("parsing script: line %d, column %d: %v", line, col, syn)
+		return fmt.Errorf("parsing script: line %d, column %d: %w", line, col, syn)
 	case errors.As(err, &typ):
 		line, col := position(data, typ.Offset)
 		field := typ.Field

@@ -174,11 +174,11 @@ func (s *Server) Reset() {
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.serveModel(w, r, Anthropic) })
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveModel(w, r, OpenAI) })
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.serveCompletion(w, r, Anthropic) })
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveCompletion(w, r, OpenAI) })
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
 	mux.HandleFunc("GET /v1/models", s.serveModels)
-	mux.HandleFunc("GET /v1/models/{id}", s.serveModel1)
+	mux.HandleFunc("GET /v1/models/{id}", s.serveModelInfo)
 	for _, p := range []string{"/{$}", "/healthz", "/api/hello"} {
 		mux.HandleFunc("GET "+p, serveHealth)
 	}
@@ -199,7 +199,7 @@ type reply struct {
 	status  int
 }
 
-func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, d Dialect) {
+func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, d Dialect) {
 	rec := Recorded{Dialect: d, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone()}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var body map[string]any
@@ -453,9 +453,9 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// serveModel1 answers for any model id: a fake server serves whatever
+// serveModelInfo answers for any model id: a fake server serves whatever
 // model the client names.
-func (s *Server) serveModel1(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveModelInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, newModel(r.PathValue("id")))
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -29,6 +28,29 @@ import (
 // this build". Tests replace it with scripted backends.
 var backends = func() map[string]engine.Backend {
 	return map[string]engine.Backend{"claw": claw.New(claw.Options{})}
+}
+
+// defaultBackend is the backend of model nodes that name none and whose
+// workflow sets no default_backend: ITERION_DEFAULT_BACKEND, else the first
+// backend of ITERION_BACKEND_PREFERENCE (comma separated) that this build
+// has, else claw.
+func defaultBackend(have map[string]engine.Backend) string {
+	if b := strings.TrimSpace(os.Getenv("ITERION_DEFAULT_BACKEND")); b != "" {
+		return b
+	}
+	for _, b := range strings.Split(os.Getenv("ITERION_BACKEND_PREFERENCE"), ",") {
+		if _, ok := have[strings.TrimSpace(b)]; ok {
+			return strings.TrimSpace(b)
+		}
+	}
+	return "claw"
+}
+
+// engineOptions are the engine options every command that executes runs
+// uses.
+func engineOptions(onEvent func(engine.Event)) engine.Options {
+	have := backends()
+	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint()}
 }
 
 type runFlags struct {
@@ -186,7 +208,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	o, err = becomeOwner(dir, "iterion run "+file, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, afterAnswer, stderr)
+	o, err = becomeOwner(dir, "iterion run "+file, engineOptions(prog.event), afterAnswer, stderr)
 	if err != nil {
 		return err
 	}
@@ -435,7 +457,7 @@ func newResumeCmd() *cobra.Command {
 // running: this process holds the store, so their owner died mid-run.
 func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion runs recover", engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil, io.Discard)
+	o, err := becomeOwner(dir, "iterion runs recover", engineOptions(prog.event), nil, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -474,7 +496,7 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion resume "+runID, engine.Options{Backends: backends(), OnEvent: prog.event, Failpoint: failpoint()}, nil, io.Discard)
+	o, err := becomeOwner(dir, "iterion resume "+runID, engineOptions(prog.event), nil, io.Discard)
 	if err != nil {
 		return err
 	}
