@@ -31,7 +31,7 @@ type fixture struct {
 	seen   int
 }
 
-func newFixture(t *testing.T, script *fakellm.Script, dialect string) *fixture {
+func newFixture(t testing.TB, script *fakellm.Script, dialect string) *fixture {
 	t.Helper()
 	f := &fixture{fake: fakellm.New(script, fakellm.Options{}), before: map[int]func(){}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +81,6 @@ func compileFile(t *testing.T, path string, model string) *dsl.Workflow {
 	}
 	return w
 }
-
 
 // TestAsyncQuestionsEndToEnd runs examples/async-questions with claw on
 // both API dialects: the agent posts two questions and keeps working; the

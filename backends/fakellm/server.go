@@ -265,7 +265,7 @@ func (s *Server) pick(rec *Recorded, bodyLen int) *reply {
 		c := &s.script.Turns[i]
 		if (c.Repeat || !s.used[i]) && c.Match.matches(rec) {
 			idx, t = i, c
-			s.used[i] = true
+			s.used[i] = !c.Repeat
 			break
 		}
 	}
@@ -374,6 +374,9 @@ func (s *Server) noTurnMessage(rec *Recorded) string {
 		}
 	}
 	s.mu.Unlock()
+	if len(unused) > 20 {
+		unused = append(unused[:20], fmt.Sprintf("and %d more", len(unused)-20))
+	}
 	if len(unused) == 0 {
 		b.WriteString("; every turn is used")
 	} else {
