@@ -3,6 +3,7 @@ package claw
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -71,9 +72,18 @@ func (p *anthropicProvider) turn(ctx context.Context, req turnRequest) (*turnRes
 		tool.Description = anthropic.String(t.Description)
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tool})
 	}
-	msg, err := p.client.Messages.New(ctx, params)
-	if err != nil {
-		return nil, err
+	// The reply is streamed, so a cancelled run stops the request at once,
+	// and accumulated into the whole message.
+	stream := p.client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			return nil, &malformedError{err}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, classifyStreamErr(err)
 	}
 	res := &turnResponse{StopReason: string(msg.StopReason), InputTokens: msg.Usage.InputTokens, OutputTokens: msg.Usage.OutputTokens}
 	for _, c := range msg.Content {
@@ -85,6 +95,26 @@ func (p *anthropicProvider) turn(ctx context.Context, req turnRequest) (*turnRes
 		}
 	}
 	return res, nil
+}
+
+// malformedError is a reply stream that could not be read as the API's
+// events: retrying would not help.
+type malformedError struct{ err error }
+
+func (e *malformedError) Error() string {
+	return "the model's response stream is malformed: " + e.err.Error()
+}
+func (e *malformedError) Unwrap() error { return e.err }
+
+// classifyStreamErr marks decoding failures of a stream as malformed;
+// status and network errors pass through.
+func classifyStreamErr(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syn) || errors.As(err, &typ) {
+		return &malformedError{err}
+	}
+	return err
 }
 
 // httpStatus extracts the HTTP status and Retry-After header of an API

@@ -303,6 +303,10 @@ func (b *Backend) call(ctx context.Context, p provider, req turnRequest) (*turnR
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		var bad *malformedError
+		if errors.As(err, &bad) {
+			return nil, engine.NewBackendError(engine.CodeExecutionFailed, false, bad)
+		}
 		status, retryAfter, ok := httpStatus(err)
 		switch {
 		case ok && (status == http.StatusUnauthorized || status == http.StatusForbidden):

@@ -2,6 +2,7 @@ package claw_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -300,5 +301,70 @@ func TestMissingKeyFailsBeforeTheRun(t *testing.T) {
 	runs, _ := db.Runs(context.Background(), engine.RunFilter{})
 	if len(runs) != 0 {
 		t.Errorf("a run was stored: %+v", runs)
+	}
+}
+
+// A reply stream that is not the API's events fails the node at once with
+// a clear error, without retries.
+func TestMalformedStream(t *testing.T) {
+	for _, tc := range []struct{ dialect, model, raw string }{
+		{"anthropic", "anthropic/m", "event: message_start\ndata: {\"type\": \"message_start\", \"message\": {oops\n\n"},
+		{"openai", "openai/m", "data: {\"id\": \"x\", \"choices\": [oops\n\n"},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			f := newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{{RawSSE: tc.raw, Repeat: true}}}, tc.dialect)
+			w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \""+tc.model+"\"\nworkflow w:\n  entry: a\n  a -> done\n"))
+			if ds.HasErrors() {
+				t.Fatal(ds)
+			}
+			run, err := f.engine.Start(context.Background(), engine.StartRequest{Workflow: w, RunID: "bad", WorkDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status != engine.StatusFailed || !strings.Contains(run.Error, "response stream is malformed") {
+				t.Errorf("run = %s %s %q", run.Status, run.FailureCode, run.Error)
+			}
+			if n := len(f.fake.Requests()); n != 1 {
+				t.Errorf("%d requests, want 1 (no retry)", n)
+			}
+		})
+	}
+}
+
+// Cancelling the run mid-stream stops the model request.
+func TestCancelMidStream(t *testing.T) {
+	started, stopped := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n")
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done() // the client went away
+		close(stopped)
+	}))
+	defer srv.Close()
+	env := map[string]string{"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": srv.URL}
+	b := claw.New(claw.Options{Env: func(k string) string { return env[k] }})
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e := engine.New(engine.Options{Store: db, Backends: map[string]engine.Backend{"claw": b}})
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/m\"\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *engine.Run, 1)
+	go func() {
+		run, _ := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "cx", WorkDir: t.TempDir()})
+		done <- run
+	}()
+	<-started
+	cancel()
+	<-stopped
+	if run := <-done; run.Status != engine.StatusCancelled {
+		t.Errorf("run = %s %s %q, want cancelled", run.Status, run.FailureCode, run.Error)
 	}
 }

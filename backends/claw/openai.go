@@ -84,10 +84,17 @@ func (p *openaiProvider) turn(ctx context.Context, req turnRequest) (*turnRespon
 			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(t.Schema),
 		}))
 	}
-	resp, err := p.client.Chat.Completions.New(ctx, params)
-	if err != nil {
-		return nil, err
+	params.StreamOptions.IncludeUsage = openai.Bool(true)
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
 	}
+	if err := stream.Err(); err != nil {
+		return nil, classifyStreamErr(err)
+	}
+	resp := &acc.ChatCompletion
 	res := &turnResponse{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
 	if len(resp.Choices) == 0 {
 		return res, nil
