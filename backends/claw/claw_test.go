@@ -368,3 +368,24 @@ func TestCancelMidStream(t *testing.T) {
 		t.Errorf("run = %s %s %q, want cancelled", run.Status, run.FailureCode, run.Error)
 	}
 }
+
+// A final answer that does not match the schema gets one repair turn.
+func TestStructuredOutputRepairTurn(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Match: fakellm.Match{LastUserContains: "Review"}, Text: "Looks fine to me."},
+		{Match: fakellm.Match{LastUserContains: "could not be used"}, Text: `{"approved": true, "summary": "fine"}`},
+	}}
+	f := newFixture(t, script, "openai")
+	w, ds := dsl.CompileSource("t.bot", []byte("schema v:\n  approved: bool\n  summary: string\nagent a:\n  model: \"openai/m\"\n  user: \"Review it\"\n  output: v\nworkflow w:\n  entry: a\n  a -> done when approved\n  a -> fail\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	run, err := f.engine.Start(context.Background(), engine.StartRequest{Workflow: w, RunID: "rep", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	reqs := f.fake.Requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[0].System, `"approved"`) {
+		t.Errorf("%d requests; the first system prompt should carry the schema: %q", len(reqs), reqs[0].System)
+	}
+}
