@@ -77,3 +77,34 @@ func TestClawAwaitToolThroughTheCLI(t *testing.T) {
 		}
 	}
 }
+
+// A provider declared in the ITERION_PROVIDERS file is reached through the
+// OpenAI dialect at its base URL with its own key.
+func TestProvidersFile(t *testing.T) {
+	fake := fakellm.New(&fakellm.Script{Turns: []fakellm.Turn{{Text: "hi from local"}}}, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	providers := writeFile(t, "providers.json", `{"providers": {"local": {"base_url": "`+srv.URL+`/v1", "api_key_env": "LOCAL_KEY"}}}`)
+	t.Setenv("ITERION_PROVIDERS", providers)
+	wf := writeFile(t, "w.bot", "agent a:\n  model: \"local/tiny\"\nworkflow w:\n  entry: a\n  a -> done\n")
+
+	code, _, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st1"))
+	if code != exitError || !strings.Contains(errOut, "set LOCAL_KEY") {
+		t.Errorf("without the key: exit %d, %s", code, errOut)
+	}
+	t.Setenv("LOCAL_KEY", "k")
+	code, out, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st2"))
+	if code != exitOK || !strings.Contains(out, "finished") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Dialect != fakellm.OpenAI || reqs[0].Model != "tiny" {
+		t.Errorf("requests = %+v", reqs)
+	}
+
+	bad := writeFile(t, "bad.json", `{"providers": {"x": {"base_url": "http://h"}}}`)
+	t.Setenv("ITERION_PROVIDERS", bad)
+	if code, _, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st3")); code != exitError || !strings.Contains(errOut, "needs base_url and api_key_env") {
+		t.Errorf("bad providers file: exit %d, %s", code, errOut)
+	}
+}

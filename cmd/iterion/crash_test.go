@@ -25,7 +25,9 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("ITERION_TEST_MAIN") == "1" {
-		backends = func() map[string]engine.Backend { return map[string]engine.Backend{"claw": twoQuestions{}} }
+		backends = func() (map[string]engine.Backend, error) {
+			return map[string]engine.Backend{"claw": twoQuestions{}}, nil
+		}
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

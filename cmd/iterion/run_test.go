@@ -137,7 +137,7 @@ func (a *asker) Execute(ctx context.Context, task *engine.Task) (*engine.Result,
 func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	a := &asker{posted: make(chan []string, 1)}
 	old := backends
-	backends = func() map[string]engine.Backend { return map[string]engine.Backend{"claw": a} }
+	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
 	t.Cleanup(func() { backends = old })
 
 	st := filepath.Join(t.TempDir(), "st")
@@ -225,7 +225,7 @@ func (a *awaiter) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 func TestAwaitToolPauseResumesByItself(t *testing.T) {
 	a := &awaiter{posted: make(chan string, 1), resumed: make(chan string, 1)}
 	old := backends
-	backends = func() map[string]engine.Backend { return map[string]engine.Backend{"claw": a} }
+	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
 	t.Cleanup(func() { backends = old })
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "deploy.bot", "agent deploy:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: deploy\n  deploy -> done\n")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,8 +27,42 @@ import (
 // ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL). claude_code and pi
 // are not built yet: their nodes fail with "backend … is not available in
 // this build". Tests replace it with scripted backends.
-var backends = func() map[string]engine.Backend {
-	return map[string]engine.Backend{"claw": claw.New(claw.Options{})}
+var backends = func() (map[string]engine.Backend, error) {
+	providers, err := loadProviders(os.Getenv("ITERION_PROVIDERS"))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]engine.Backend{"claw": claw.New(claw.Options{Providers: providers})}, nil
+}
+
+// loadProviders reads the OpenAI-compatible providers file named by
+// ITERION_PROVIDERS: {"providers": {"name": {"base_url": …, "api_key_env": …}}}.
+// Models of such a provider are written name/model.
+func loadProviders(path string) (map[string]claw.ProviderConfig, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the providers file (ITERION_PROVIDERS): %w", err)
+	}
+	var file struct {
+		Providers map[string]claw.ProviderConfig `json:"providers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf("providers file %s: %w (write {\"providers\": {\"name\": {\"base_url\": \"…\", \"api_key_env\": \"…\"}}})", path, err)
+	}
+	for name, p := range file.Providers {
+		if name == "anthropic" || name == "openai" {
+			return nil, fmt.Errorf("providers file %s: %q is built in; configure it with %s_BASE_URL and %s_API_KEY", path, name, strings.ToUpper(name), strings.ToUpper(name))
+		}
+		if p.BaseURL == "" || p.APIKeyEnv == "" {
+			return nil, fmt.Errorf("providers file %s: provider %q needs base_url and api_key_env", path, name)
+		}
+	}
+	return file.Providers, nil
 }
 
 // defaultBackend is the backend of model nodes that name none and whose
@@ -48,9 +83,12 @@ func defaultBackend(have map[string]engine.Backend) string {
 
 // engineOptions are the engine options every command that executes runs
 // uses.
-func engineOptions(onEvent func(engine.Event)) engine.Options {
-	have := backends()
-	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint()}
+func engineOptions(onEvent func(engine.Event)) (engine.Options, error) {
+	have, err := backends()
+	if err != nil {
+		return engine.Options{}, err
+	}
+	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint()}, nil
 }
 
 type runFlags struct {
@@ -208,7 +246,11 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	o, err = becomeOwner(dir, "iterion run "+file, engineOptions(prog.event), afterAnswer, stderr)
+	opts, err := engineOptions(prog.event)
+	if err != nil {
+		return err
+	}
+	o, err = becomeOwner(dir, "iterion run "+file, opts, afterAnswer, stderr)
 	if err != nil {
 		return err
 	}
@@ -457,7 +499,11 @@ func newResumeCmd() *cobra.Command {
 // running: this process holds the store, so their owner died mid-run.
 func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion runs recover", engineOptions(prog.event), nil, io.Discard)
+	opts, err := engineOptions(prog.event)
+	if err != nil {
+		return err
+	}
+	o, err := becomeOwner(dir, "iterion runs recover", opts, nil, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -496,7 +542,11 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	o, err := becomeOwner(dir, "iterion resume "+runID, engineOptions(prog.event), nil, io.Discard)
+	opts, err := engineOptions(prog.event)
+	if err != nil {
+		return err
+	}
+	o, err := becomeOwner(dir, "iterion resume "+runID, opts, nil, io.Discard)
 	if err != nil {
 		return err
 	}
