@@ -142,6 +142,13 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 	if out == nil {
 		out = map[string]any{}
 	}
+	// Engine-stamped consumption, as upstream does.
+	if res.Tokens > 0 {
+		out["_tokens"] = res.Tokens
+	}
+	if res.CostUSD > 0 {
+		out["_cost_usd"] = res.CostUSD
+	}
 	return out, nil
 }
 

@@ -29,6 +29,9 @@ type Options struct {
 	// Runner runs the workspace tools. nil means on the host, in the
 	// node's work directory.
 	Runner Runner
+	// Prices add to and override the built-in price table, by model
+	// prefix ("<provider>/<model>"). nil means the built-in table alone.
+	Prices map[string]Price
 }
 
 // ProviderConfig declares an OpenAI-compatible provider.
@@ -44,6 +47,7 @@ type Backend struct {
 	hc        *http.Client
 	sleep     func(context.Context, time.Duration) error
 	runner    Runner
+	prices    map[string]Price
 	// newProvider builds the provider for a model; tests reach it through
 	// the real constructors with base URLs of a fake server.
 	newProvider func(name string) (provider, error)
@@ -53,7 +57,7 @@ var _ engine.Backend = (*Backend)(nil)
 
 // New returns the claw backend.
 func New(opts Options) *Backend {
-	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, runner: opts.Runner}
+	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, runner: opts.Runner, prices: opts.Prices}
 	if b.env == nil {
 		b.env = os.Getenv
 	}
@@ -164,6 +168,7 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		maxTokens = 8192
 	}
 	res := &engine.Result{EffectiveModel: task.Model}
+	price, priced := b.priceOf(task.Model)
 	start := time.Now()
 	repaired := false
 	for step := 0; ; step++ {
@@ -175,6 +180,12 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 			return nil, err
 		}
 		res.Tokens += reply.InputTokens + reply.OutputTokens
+		switch {
+		case reply.CostUSD > 0:
+			res.CostUSD += reply.CostUSD // the provider's own figure wins
+		case priced:
+			res.CostUSD += price.cost(reply.InputTokens, reply.OutputTokens)
+		}
 		conv.add("assistant", reply.Blocks...)
 		calls := reply.toolCalls()
 		if len(calls) > 0 {

@@ -389,3 +389,28 @@ func TestStructuredOutputRepairTurn(t *testing.T) {
 		t.Errorf("%d requests; the first system prompt should carry the schema: %q", len(reqs), reqs[0].System)
 	}
 }
+
+// Tokens and cost are counted per node from the price table.
+func TestTokensAndCost(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{{Text: "ok", Usage: fakellm.Usage{InputTokens: 1000, OutputTokens: 500}}}}
+	f := newFixture(t, script, "anthropic")
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/claude-sonnet-4-6\"\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	ctx := context.Background()
+	if _, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "cost", WorkDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := f.db.Events(ctx, "cost", 0, 100)
+	for _, ev := range evs {
+		if ev.Type != engine.EventNodeFinished {
+			continue
+		}
+		out := ev.Data["output"].(map[string]any)
+		// 1000 input tokens at $3/Mtok and 500 output tokens at $15/Mtok.
+		if out["_tokens"] != float64(1500) || out["_cost_usd"] != 0.0105 {
+			t.Errorf("output = %v, want _tokens 1500 and _cost_usd 0.0105", out)
+		}
+	}
+}

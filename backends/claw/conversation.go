@@ -82,6 +82,8 @@ type turnResponse struct {
 	StopReason   string
 	InputTokens  int64
 	OutputTokens int64
+	// CostUSD is the cost the provider reported, 0 when it reports none.
+	CostUSD float64
 }
 
 // text joins the text blocks of a reply.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -96,6 +97,13 @@ func (p *openaiProvider) turn(ctx context.Context, req turnRequest) (*turnRespon
 	}
 	resp := &acc.ChatCompletion
 	res := &turnResponse{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+	// OpenAI-compatible gateways (OpenRouter and others) report the cost
+	// of the call as usage.cost.
+	if f, ok := resp.Usage.JSON.ExtraFields["cost"]; ok {
+		if c, err := strconv.ParseFloat(f.Raw(), 64); err == nil && c > 0 {
+			res.CostUSD = c
+		}
+	}
 	if len(resp.Choices) == 0 {
 		return res, nil
 	}
