@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"sync"
 	"time"
 
@@ -67,6 +68,11 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		e.mu.Unlock()
 	}()
 
+	if workdir == "" {
+		if workdir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("finding the work directory: %w", err)
+		}
+	}
 	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now(), history: historyReaders(w)}
 	log := e.log.With("run", run.ID)
 	for {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,4 +108,116 @@ func TestProvidersFile(t *testing.T) {
 	if code, _, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st3")); code != exitError || !strings.Contains(errOut, "needs base_url and api_key_env") {
 		t.Errorf("bad providers file: exit %d, %s", code, errOut)
 	}
+}
+
+// The issue's scenario, on both API dialects: the agent posts two questions
+// and keeps working (a bash tool call that lasts until the test lets it
+// end); `iterion runs answer` answers both through the owner's socket; the
+// answers reach the agent's conversation mid-run, each exactly once; the
+// gate releases and the finishing agent receives them.
+func TestClawAnswersArriveMidRun(t *testing.T) {
+	for _, tc := range []struct{ dialect, model string }{
+		{"anthropic", "anthropic/claude-sonnet-4-6"},
+		{"openai", "openai/gpt-5.5"},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			dir := t.TempDir()
+			release := filepath.Join(dir, "release")
+			hasResult := true
+			script := &fakellm.Script{Turns: []fakellm.Turn{
+				{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+					{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
+					{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
+				}},
+				{Name: "work", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{
+					{Name: "bash", Input: map[string]any{"command": "while [ ! -e " + release + " ]; do sleep 0.01; done; echo drafted"}},
+				}},
+				{Name: "draft", Match: fakellm.Match{ToolResultFor: "bash", HasToolResult: &hasResult}, Text: `{"draft": "README", "open_questions": []}`},
+				{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
+			}}
+			fake := fakellm.New(script, fakellm.Options{})
+			srv := httptest.NewServer(fake.Handler())
+			defer srv.Close()
+			t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
+			t.Setenv("ANTHROPIC_API_KEY", "k")
+			t.Setenv("OPENAI_BASE_URL", srv.URL+"/v1")
+			t.Setenv("OPENAI_API_KEY", "k")
+			src, err := os.ReadFile("../../examples/async-questions/main.bot")
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := strings.ReplaceAll(string(src), `"anthropic/claude-sonnet-4-6"`, `"`+tc.model+`"`)
+			text = strings.Replace(text, "tools: [read_file, list_files]", "tools: [read_file, list_files, bash]", 1)
+			wf := writeFile(t, "main.bot", text)
+			st := filepath.Join(dir, "st")
+			pr, pw := io.Pipe()
+			done := make(chan string, 1)
+			go func() {
+				var out bytes.Buffer
+				code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "mid", "--no-interactive"}, &out, pw)
+				pw.Close()
+				done <- fmt.Sprintf("%d %s", code, out.String())
+			}()
+			posted := make(chan struct{})
+			go func() {
+				defer func() { _, _ = io.Copy(io.Discard, pr) }()
+				defer close(posted)
+				sc := bufio.NewScanner(pr)
+				for n := 0; n < 2 && sc.Scan(); {
+					if strings.HasPrefix(sc.Text(), "? question ") {
+						n++
+					}
+				}
+			}()
+			<-posted
+			for i, answer := range []string{"MIT", "Go 1.26"} {
+				id := fmt.Sprintf("mid_draft_async_%d", i+1)
+				if code, out, errOut := runCLI(t, "runs", "answer", "mid", id, answer, "--store-dir", st); code != exitOK {
+					t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
+				}
+			}
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-done; !strings.HasPrefix(r, "0 ") {
+				for _, req := range fake.Requests() {
+					var last []string
+					for _, m := range req.LastUserTurn() {
+						last = append(last, m.Text)
+					}
+					t.Logf("request %d turn %d last user: %q", req.Seq, req.Turn, clip(strings.Join(last, " | ")))
+				}
+				t.Fatalf("run: %s", r)
+			}
+			var draftReq, finalReq string
+			for _, req := range fake.Requests() {
+				var b strings.Builder
+				for _, m := range req.Messages {
+					b.WriteString(m.Text + "\n")
+				}
+				switch {
+				case strings.Contains(b.String(), "Replace every placeholder"):
+					finalReq = b.String()
+				case len(req.ToolResults) > 0 && req.ToolResults[len(req.ToolResults)-1].Name == "bash":
+					draftReq = b.String()
+				}
+			}
+			for i, answer := range []string{"MIT", "Go 1.26"} {
+				want := fmt.Sprintf("[Answer to question mid_draft_async_%d] Q: ", i+1)
+				if n := strings.Count(draftReq, want); n != 1 {
+					t.Errorf("answer %d appears %d times in the agent's conversation, want once:\n%s", i+1, n, draftReq)
+				}
+				if !strings.Contains(finalReq, answer) {
+					t.Errorf("the finishing agent did not receive %q", answer)
+				}
+			}
+		})
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300]
+	}
+	return s
 }
