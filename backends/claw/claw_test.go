@@ -414,3 +414,40 @@ func TestTokensAndCost(t *testing.T) {
 		}
 	}
 }
+
+// await_answers answers inline when every posted question is answered.
+func TestAwaitAnswersInline(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{{Name: "ask_user_async", Input: map[string]any{"question": "Colour?"}}}},
+		{Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Match: fakellm.Match{ToolResultFor: "await_answers"}, Text: "done"},
+	}}
+	f := newFixture(t, script, "anthropic")
+	ctx := context.Background()
+	f.before[2] = func() {
+		if _, err := f.engine.Answer(ctx, engine.AnswerRequest{RunID: "inline", InteractionID: "inline_a_async_1", Text: "blue"}); err != nil {
+			t.Error(err)
+		}
+	}
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/m\"\n  interaction: async\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "inline", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	reqs := f.fake.Requests()
+	last := reqs[len(reqs)-1]
+	got := last.ToolResults[len(last.ToolResults)-1].Content
+	if want := "All posted questions are answered:\n- [inline_a_async_1] Q: Colour? — A: blue"; got != want {
+		t.Errorf("await_answers result = %q, want %q", got, want)
+	}
+	var all strings.Builder
+	for _, m := range last.Messages {
+		all.WriteString(m.Text)
+	}
+	if n := strings.Count(all.String(), "blue"); n != 1 {
+		t.Errorf("the answer appears %d times in the conversation, want once", n)
+	}
+}

@@ -150,7 +150,28 @@ func awaitAnswers(ctx context.Context, task *engine.Task, conv *Conversation, ca
 		return "", err
 	}
 	if len(pending) == 0 {
-		return task.CollectAnswers(ctx)
+		text, err := task.CollectAnswers(ctx)
+		if err != nil {
+			return "", err
+		}
+		// The answers are in this result: their queued copies would reach
+		// the agent a second time. Other operator messages ride along.
+		if task.InboxDrain != nil {
+			msgs, err := task.InboxDrain(ctx)
+			if err != nil {
+				return "", err
+			}
+			var others []string
+			for _, m := range msgs {
+				if !strings.HasPrefix(m, "[Answer to question ") {
+					others = append(others, m)
+				}
+			}
+			if len(others) > 0 {
+				text += "\n\nOperator messages:\n" + strings.Join(others, "\n")
+			}
+		}
+		return text, nil
 	}
 	return "", &engine.NeedsInteractionError{AwaitPending: pending, Conversation: conv.encode(), PendingToolUseID: call.ID}
 }
