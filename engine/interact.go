@@ -17,7 +17,7 @@ import (
 func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[string]any, iteration int) error {
 	questions := map[string]any{}
 	if n.Human.Instructions != nil {
-		questions["_instructions"] = render(n.Human.Instructions, rs.scope(input), renderText)
+		questions["_instructions"] = render(n.Human.Instructions, rs.scope(input))
 	}
 	if n.Output != nil {
 		for _, f := range n.Output.Fields {

@@ -47,7 +47,7 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 	s := rs.scope(input)
 	task := &Task{
 		RunID: rs.run.ID, NodeID: n.ID, Iteration: iteration,
-		System: render(n.LLM.System, s, renderText), User: render(n.LLM.User, s, renderText),
+		System: render(n.LLM.System, s), User: render(n.LLM.User, s),
 		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -36,7 +37,7 @@ func (rs *runState) execNode(ctx context.Context, n *dsl.Node, input map[string]
 	case dsl.NodeAwaitAnswers:
 		return rs.awaitAnswers(ctx, n, branch)
 	case dsl.NodeFail:
-		msg := render(n.Fail.Message, rs.scope(input), renderText)
+		msg := render(n.Fail.Message, rs.scope(input))
 		if msg == "" {
 			msg = fmt.Sprintf("workflow reached fail node %q", n.ID)
 		}
@@ -123,9 +124,12 @@ const maxToolOutput = 4 << 20
 // Stdout that is a JSON object is the output; any other text becomes
 // {result: text}. A non-zero exit fails the node with the tail of stderr.
 func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
-	command := render(n.Tool.Command, rs.scope(input), renderShell)
+	command, refs := renderCommand(n.Tool.Command, rs.scope(input))
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir = rs.workdir
+	// A minimal environment: the process's own (API keys, tokens) never
+	// reaches a workflow's command.
+	cmd.Env = SafeEnv(refs)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Cancellation kills the whole process group, not just bash.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -134,8 +138,14 @@ func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any)
 	stdout.max, stderr.max = maxToolOutput, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // children left in the background
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		err = nil // the command succeeded; a background child kept its output open
 	}
 	if err != nil {
 		var exit *exec.ExitError
@@ -153,6 +163,19 @@ func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any)
 		return normalize(obj).(map[string]any), nil
 	}
 	return map[string]any{"result": text}, nil
+}
+
+// SafeEnv is the environment of every command run for a workflow (tool
+// nodes, an agent's bash): the few variables programs need, and extra, but
+// none of the process's others, which hold API keys and tokens.
+func SafeEnv(extra []string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, extra...)
 }
 
 // limitedBuffer keeps at most max bytes and notes that more were written.

@@ -94,20 +94,9 @@ func walk(v any, path []string) any {
 	return v
 }
 
-// renderMode says how references are substituted.
-type renderMode int
-
-const (
-	// renderText substitutes values as text (prompts, messages, with).
-	renderText renderMode = iota
-	// renderShell quotes each value as one shell word, unless written
-	// {{!…}} (tool commands).
-	renderShell
-)
-
 // render substitutes the references of t. An unresolved reference stays
 // as written, {{…}}, so a reader sees what was missing.
-func render(t *dsl.Template, s *scope, mode renderMode) string {
+func render(t *dsl.Template, s *scope) string {
 	if t == nil {
 		return ""
 	}
@@ -122,11 +111,7 @@ func render(t *dsl.Template, s *scope, mode renderMode) string {
 			b.WriteString(p.Ref.String())
 			continue
 		}
-		text := valueText(v)
-		if mode == renderShell && !p.Ref.Raw {
-			text = shellQuote(text)
-		}
-		b.WriteString(text)
+		b.WriteString(valueText(v))
 	}
 	return b.String()
 }
@@ -140,7 +125,74 @@ func renderValue(t *dsl.Template, s *scope) any {
 			return v
 		}
 	}
-	return render(t, s, renderText)
+	return render(t, s)
+}
+
+// renderCommand renders a tool command without ever splicing a value into
+// the shell text: each reference becomes a variable expansion
+// (${ITERION_REF_n}, quoted as one word for the context it stands in:
+// outside quotes, inside "…" or inside '…'), and the values travel in the
+// returned environment. So $(…), backticks and quotes in a value are inert
+// whatever quotes the author put around the reference. Raw references
+// {{!…}} are spliced verbatim, as the author asked.
+func renderCommand(t *dsl.Template, s *scope) (string, []string) {
+	if t == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	var env []string
+	quote := byte(0) // the open quote: 0, '\'' or '"'
+	for _, p := range t.Parts {
+		if p.Ref == nil {
+			quote = scanQuotes(p.Literal, quote)
+			b.WriteString(p.Literal)
+			continue
+		}
+		v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
+		if v == nil {
+			b.WriteString(p.Ref.String())
+			continue
+		}
+		if p.Ref.Raw {
+			b.WriteString(valueText(v))
+			quote = scanQuotes(valueText(v), quote)
+			continue
+		}
+		name := fmt.Sprintf("ITERION_REF_%d", len(env)+1)
+		env = append(env, name+"="+valueText(v))
+		switch quote {
+		case '"':
+			b.WriteString("${" + name + "}")
+		case '\'':
+			b.WriteString("'\"${" + name + "}\"'")
+		default:
+			b.WriteString("\"${" + name + "}\"")
+		}
+	}
+	return b.String(), env
+}
+
+// scanQuotes follows bash quoting through s, starting in state quote, and
+// returns the state at its end.
+func scanQuotes(s string, quote byte) byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			}
+		case c == '\\':
+			i++ // an escaped character, in or out of double quotes
+		case quote == '"':
+			if c == '"' {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		}
+	}
+	return quote
 }
 
 // valueText renders a value for a template: strings as they are, other
@@ -159,10 +211,4 @@ func valueText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// shellQuote quotes s as one word for bash: single quotes, with embedded
-// single quotes closed, escaped and reopened.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/iterion-bot/iterion/dsl"
@@ -26,20 +29,62 @@ func TestRender(t *testing.T) {
 	tests := []struct {
 		name string
 		text string
-		mode renderMode
 		want string
 	}{
-		{"text", "hello {{vars.name}} x{{vars.n}}", renderText, "hello it's me x3"},
-		{"json of a list", "{{outputs.c.items}}", renderText, "[1,2]"},
-		{"shell quotes one word", "echo {{vars.name}}", renderShell, `echo 'it'\''s me'`},
-		{"raw is verbatim", "echo {{!vars.name}}", renderShell, "echo it's me"},
-		{"unresolved stays", "echo {{outputs.t.last}}", renderShell, "echo {{outputs.t.last}}"},
+		{"text", "hello {{vars.name}} x{{vars.n}}", "hello it's me x3"},
+		{"json of a list", "{{outputs.c.items}}", "[1,2]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := render(compileTemplate(t, tc.text), s, tc.mode); got != tc.want {
+			if got := render(compileTemplate(t, tc.text), s); got != tc.want {
 				t.Errorf("render = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Values never become shell text: whatever quotes surround a reference,
+// the command sees the value as one word, and $(…), backticks and quotes
+// in it do nothing.
+func TestRenderCommandIsInjectionSafe(t *testing.T) {
+	dir := t.TempDir()
+	marker := dir + "/pwned"
+	evil := "a b $(touch " + marker + ") `touch " + marker + "` \"q\" 'p' \\ *"
+	s := &scope{vars: map[string]any{"name": evil}}
+	for _, tc := range []struct{ name, cmd, want string }{
+		{"bare", `printf '%s|' {{vars.name}}`, evil + "|"},
+		{"double quotes", `printf '%s|' "x {{vars.name}} y"`, "x " + evil + " y|"},
+		{"single quotes", `printf '%s|' 'x {{vars.name}} y'`, "x " + evil + " y|"},
+		{"after an escaped quote", `printf '%s|' "\" {{vars.name}}"`, "\" " + evil + "|"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmdText, env := renderCommand(compileTemplate(t, tc.cmd), s)
+			cmd := exec.Command("bash", "-c", cmdText)
+			cmd.Env = append(SafeEnv(nil), env...)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: %v", cmdText, err)
+			}
+			if string(out) != tc.want {
+				t.Errorf("command %s printed %q, want %q", cmdText, out, tc.want)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the value was executed")
+			}
+		})
+	}
+	// Raw references are the author's explicit choice: verbatim.
+	cmdText, env := renderCommand(compileTemplate(t, "echo {{!vars.name}}"), &scope{vars: map[string]any{"name": "x"}})
+	if cmdText != "echo x" || len(env) != 0 {
+		t.Errorf("raw: %q %v", cmdText, env)
+	}
+}
+
+func TestToolEnvironmentHasNoSecrets(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-secret")
+	for _, kv := range SafeEnv(nil) {
+		if strings.Contains(kv, "sk-secret") {
+			t.Fatalf("secret in the tool environment: %s", kv)
+		}
 	}
 }

@@ -38,58 +38,31 @@ const (
 	bashTimeout   = 10 * time.Minute
 )
 
-// resolve maps a workspace path to a file under dir, refusing any path
-// that leaves it (absolute, .., or through a symbolic link).
-func resolve(dir, path string) (string, error) {
-	if path == "" {
-		path = "."
-	}
-	if filepath.IsAbs(path) {
-		return "", fmt.Errorf("path %q must be relative to the workspace", path)
-	}
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("workspace %s: %w", dir, err)
-	}
-	full := filepath.Join(root, path)
-	if rel, err := filepath.Rel(root, full); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("path %q leaves the workspace", path)
-	}
-	// The deepest existing ancestor must also stay inside once links are
-	// followed.
-	for p := full; ; p = filepath.Dir(p) {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-				return "", fmt.Errorf("path %q leaves the workspace through a link", path)
-			}
-			break
-		}
-		if p == root || p == "/" {
-			break
-		}
-	}
-	return full, nil
-}
-
-// Run runs command with bash -c in dir; output is stdout and stderr.
+// Run runs command with bash -c in dir; output is stdout and stderr, cut
+// at maxToolOutput. The command gets a minimal environment: never the
+// process's secrets (API keys, tokens).
 func (HostRunner) Run(ctx context.Context, dir, command string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, bashTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir = dir
+	cmd.Env = engine.SafeEnv(nil)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &cappedBuffer{max: maxToolOutput}
+	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // background children too
+	}
 	text := out.String()
-	if len(text) > maxToolOutput {
-		text = text[:maxToolOutput] + "\n… (output cut)"
+	if out.cut {
+		text += "\n… (output cut)"
 	}
 	var exit *exec.ExitError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
 		return text, 0, nil
 	case errors.As(err, &exit):
 		return text, exit.ExitCode(), nil
@@ -97,15 +70,57 @@ func (HostRunner) Run(ctx context.Context, dir, command string) (string, int, er
 	return text, -1, err
 }
 
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+	cut bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		b.cut = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+// openRoot opens the workspace so that no path, link or race can leave it.
+func openRoot(dir string) (*os.Root, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the workspace: %w", err)
+	}
+	return r, nil
+}
+
+func clean(path string) (string, error) {
+	if path == "" {
+		path = "."
+	}
+	if filepath.IsAbs(path) {
+		return "", fmt.Errorf("path %q must be relative to the workspace", path)
+	}
+	return path, nil
+}
+
 // ReadFile reads a workspace file.
 func (HostRunner) ReadFile(dir, path string) ([]byte, error) {
-	full, err := resolve(dir, path)
+	path, err := clean(path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(full)
+	r, err := openRoot(dir)
 	if err != nil {
 		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(path)
+	if err != nil {
+		return nil, rootErr(path, err)
 	}
 	defer f.Close()
 	b := make([]byte, maxFileRead+1)
@@ -118,23 +133,40 @@ func (HostRunner) ReadFile(dir, path string) ([]byte, error) {
 
 // WriteFile writes a workspace file, creating its directories.
 func (HostRunner) WriteFile(dir, path string, data []byte) error {
-	full, err := resolve(dir, path)
+	path, err := clean(path)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+	r, err := openRoot(dir)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(full, data, 0o644)
+	defer r.Close()
+	if d := filepath.Dir(path); d != "." {
+		if err := r.MkdirAll(d, 0o755); err != nil {
+			return rootErr(path, err)
+		}
+	}
+	return rootErr(path, r.WriteFile(path, data, 0o644))
 }
 
 // List lists a workspace directory, directories marked with a slash.
 func (HostRunner) List(dir, path string) ([]string, error) {
-	full, err := resolve(dir, path)
+	path, err := clean(path)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(full)
+	r, err := openRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(path)
+	if err != nil {
+		return nil, rootErr(path, err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +180,14 @@ func (HostRunner) List(dir, path string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// rootErr says plainly when a path tried to leave the workspace.
+func rootErr(path string, err error) error {
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("path %q leaves the workspace", path)
+	}
+	return err
 }
 
 func str(input map[string]any, key string) string {
@@ -207,9 +247,16 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 	case "grep":
 		return tool{def: ToolDef{Name: name, Description: "Search the workspace for a regular expression (grep -rnE).", Schema: objectSchema([]string{"pattern"}, map[string]any{"pattern": strProp, "path": strProp})},
 			run: func(ctx context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
-				path := str(in, "path")
-				if _, err := resolve(t.WorkDir, path); err != nil {
+				path, err := clean(str(in, "path"))
+				if err != nil {
 					return "", err
+				}
+				if r, err := openRoot(t.WorkDir); err == nil {
+					_, err = r.Stat(path)
+					r.Close()
+					if err != nil {
+						return "", rootErr(path, err)
+					}
 				}
 				if path == "" {
 					path = "."

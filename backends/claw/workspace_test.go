@@ -11,12 +11,17 @@ import (
 )
 
 func TestWorkspaceTools(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-secret")
 	dir := t.TempDir()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s3cret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	// A link to a file that does not exist yet, outside the workspace.
+	if err := os.Symlink(filepath.Join(outside, "planted"), filepath.Join(dir, "dangling")); err != nil {
 		t.Fatal(err)
 	}
 	b := New(Options{})
@@ -40,7 +45,7 @@ func TestWorkspaceTools(t *testing.T) {
 		{"edit", "edit_file", map[string]any{"path": "src/a.txt", "old": "world", "new": "claw"}, "edited src/a.txt", ""},
 		{"read edited", "read_file", map[string]any{"path": "src/a.txt"}, "hello claw\n", ""},
 		{"edit missing text", "edit_file", map[string]any{"path": "src/a.txt", "old": "nope", "new": "x"}, "", "not in src/a.txt"},
-		{"list", "list_files", map[string]any{"path": "."}, "escape\nsrc/", ""},
+		{"list", "list_files", map[string]any{"path": "."}, "dangling\nescape\nsrc/", ""},
 		{"grep", "grep", map[string]any{"pattern": "cl.w"}, "src/a.txt:1:hello claw", ""},
 		{"grep no match", "grep", map[string]any{"pattern": "zzz"}, "no match", ""},
 		{"bash", "bash", map[string]any{"command": "echo hi; exit 3"}, "hi\n\n(exit status 3)", ""},
@@ -48,6 +53,9 @@ func TestWorkspaceTools(t *testing.T) {
 		{"dot-dot refused", "read_file", map[string]any{"path": "../x"}, "", "leaves the workspace"},
 		{"symlink escape refused", "read_file", map[string]any{"path": "escape/secret"}, "", "leaves the workspace"},
 		{"write through symlink refused", "write_file", map[string]any{"path": "escape/new", "content": "x"}, "", "leaves the workspace"},
+		{"write through dangling symlink refused", "write_file", map[string]any{"path": "dangling", "content": "x"}, "", "leaves the workspace"},
+		{"secrets stay out of bash", "bash", map[string]any{"command": "echo key=${ANTHROPIC_API_KEY:-none}"}, "key=none", ""},
+		{"background children do not hold the tool", "bash", map[string]any{"command": "sleep 30 & echo started"}, "started", ""},
 	}
 	for _, st := range steps {
 		got, err := run(st.tool, st.input)
@@ -61,6 +69,9 @@ func TestWorkspaceTools(t *testing.T) {
 		case !strings.Contains(got, st.want):
 			t.Errorf("%s: got %q, want %q", st.name, got, st.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Error("a file was planted outside the workspace through a dangling link")
 	}
 	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
 		t.Error("a file was written outside the workspace")
