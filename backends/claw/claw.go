@@ -190,10 +190,25 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		calls := reply.toolCalls()
 		if len(calls) > 0 {
 			var results []Block
-			for _, call := range calls {
+			for i, call := range calls {
 				out, err := b.runTool(ctx, task, tools, conv, call)
+				var need *engine.NeedsInteractionError
+				if errors.As(err, &need) {
+					// The run pauses on this call. The conversation it saves
+					// must answer every other call of the turn: the results so
+					// far, and "not run" for the calls after it. The answer
+					// to this call is added on resume.
+					for _, later := range calls[i+1:] {
+						results = append(results, toolResult(later.ID, "not run: the run paused for the operator's answer first; call it again if you still need it", true))
+					}
+					if len(results) > 0 {
+						conv.add("user", results...)
+					}
+					need.Conversation = conv.encode()
+					return nil, need
+				}
 				if err != nil {
-					return nil, err // a pause (NeedsInteractionError) or a hard failure
+					return nil, err
 				}
 				results = append(results, out)
 			}

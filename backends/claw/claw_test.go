@@ -451,3 +451,37 @@ func TestAwaitAnswersInline(t *testing.T) {
 		t.Errorf("the answer appears %d times in the conversation, want once", n)
 	}
 }
+
+// A pause in the middle of a turn with several tool calls saves a
+// conversation in which every call has its result once resumed.
+func TestPauseInMultiCallTurn(t *testing.T) {
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{ID: "toolu_list", Name: "list_files", Input: map[string]any{}},
+			{ID: "toolu_ask", Name: "ask_user", Input: map[string]any{"question": "Proceed?"}},
+			{ID: "toolu_after", Name: "list_files", Input: map[string]any{}},
+		}},
+		{Match: fakellm.Match{ToolResultFor: "ask_user"}, Text: "done"},
+	}}
+	f := newFixture(t, script, "anthropic")
+	ctx := context.Background()
+	w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \"anthropic/m\"\n  interaction: human\n  tools: [list_files]\nworkflow w:\n  entry: a\n  a -> done\n"))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	run, err := f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "multi", WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("run = %+v, %v", run, err)
+	}
+	if run, err = f.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: "multi", Answers: map[string]string{engine.QuestionKey: "yes"}}); err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("resume = %+v, %v", run, err)
+	}
+	reqs := f.fake.Requests()
+	got := map[string]string{}
+	for _, tr := range reqs[len(reqs)-1].ToolResults {
+		got[tr.ToolCallID] = tr.Content
+	}
+	if len(got) != 3 || got["toolu_ask"] != "yes" || !strings.HasPrefix(got["toolu_after"], "not run") {
+		t.Errorf("tool results of the resumed request = %v", got)
+	}
+}

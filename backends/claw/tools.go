@@ -123,7 +123,7 @@ func askUser(_ context.Context, _ *engine.Task, conv *Conversation, call Block, 
 	if q == "" {
 		return "", fmt.Errorf("question is empty: ask_user needs a question")
 	}
-	return "", &engine.NeedsInteractionError{Question: q, Options: opts, Conversation: conv.encode(), PendingToolUseID: call.ID}
+	return "", &engine.NeedsInteractionError{Question: q, Options: opts, PendingToolUseID: call.ID}
 }
 
 func askUserAsync(ctx context.Context, task *engine.Task, _ *Conversation, _ Block, input map[string]any) (string, error) {
@@ -173,7 +173,7 @@ func awaitAnswers(ctx context.Context, task *engine.Task, conv *Conversation, ca
 		}
 		return text, nil
 	}
-	return "", &engine.NeedsInteractionError{AwaitPending: pending, Conversation: conv.encode(), PendingToolUseID: call.ID}
+	return "", &engine.NeedsInteractionError{AwaitPending: pending, PendingToolUseID: call.ID}
 }
 
 // systemPrompt is the node's system prompt with the protocol sections its
