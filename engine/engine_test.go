@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,7 +127,7 @@ func TestToolOutputsAndFailure(t *testing.T) {
 	}{
 		{name: "json object", command: `echo '{"ok": true, "n": 3}'`, wantStatus: engine.StatusFinished},
 		{name: "plain text", command: "echo hello", wantStatus: engine.StatusFinished},
-		{name: "non-zero exit", command: "echo broken >&2; exit 3", wantStatus: engine.StatusFailed, wantCode: engine.CodeExecutionFailed, wantErr: "status 3: broken"},
+		{name: "non-zero exit", command: "echo broken >&2; exit 3", wantStatus: engine.StatusFailedResumable, wantCode: engine.CodeExecutionFailed, wantErr: "status 3: broken"},
 		{name: "quoted var", command: "test {{vars.v}} = \"it's\"", wantStatus: engine.StatusFinished},
 	}
 	for _, tc := range tests {
@@ -285,8 +286,8 @@ func TestBackendNotAvailable(t *testing.T) {
 	db := newStore(t)
 	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
 	want := `backend "claude_code" is not available in this build`
-	if run.Status != engine.StatusFailed || !strings.Contains(run.Error, want) {
-		t.Errorf("run = %s %q, want failed with %q", run.Status, run.Error, want)
+	if run.Status != engine.StatusFailedResumable || !strings.Contains(run.Error, want) {
+		t.Errorf("run = %s %q, want failed_resumable with %q", run.Status, run.Error, want)
 	}
 }
 
@@ -295,7 +296,7 @@ func TestAsyncBackendCapability(t *testing.T) {
 	db := newStore(t)
 	sync := &script{run: func(context.Context, *engine.Task) (*engine.Result, error) { return &engine.Result{}, nil }}
 	run := start(t, newEngine(t, db, map[string]engine.Backend{"claw": sync}), mustCompile(t, src), nil)
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeCapabilityUnsupported {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeCapabilityUnsupported {
 		t.Errorf("run = %s %s %q, want CAPABILITY_UNSUPPORTED", run.Status, run.FailureCode, run.Error)
 	}
 }
@@ -408,8 +409,8 @@ func TestAwaitGateTimeoutNamesUnanswered(t *testing.T) {
 	e := newEngine(t, db, asyncBackends(t, &finalUser, nil))
 	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "50ms", 1))
 	run := start(t, e, w, nil)
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeTimeout {
-		t.Fatalf("run = %s %s %q, want failed TIMEOUT", run.Status, run.FailureCode, run.Error)
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout {
+		t.Fatalf("run = %s %s %q, want failed_resumable TIMEOUT", run.Status, run.FailureCode, run.Error)
 	}
 	for _, want := range []string{"2 unanswered question(s)", run.ID + "_draft_async_1", run.ID + "_draft_async_2"} {
 		if !strings.Contains(run.Error, want) {
@@ -468,7 +469,7 @@ workflow w:
 `
 	db := newStore(t)
 	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeSchemaValidation {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeSchemaValidation {
 		t.Fatalf("run = %s %s %q, want SCHEMA_VALIDATION", run.Status, run.FailureCode, run.Error)
 	}
 	for _, want := range []string{`field "approved"`, `field "level"`} {
@@ -608,7 +609,7 @@ func TestNodeTimeoutAndCancel(t *testing.T) {
 	db := newStore(t)
 	e := newEngine(t, db, nil)
 	run := start(t, e, mustCompile(t, src), nil)
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeTimeout {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout {
 		t.Errorf("timeout: run = %s %s %q", run.Status, run.FailureCode, run.Error)
 	}
 
@@ -679,7 +680,7 @@ workflow w:
 	db := newStore(t)
 	run := start(t, newEngine(t, db, map[string]engine.Backend{"claw": b}), mustCompile(t, src), nil)
 	// The router chose right, but 140 of 150 tokens is past 90%: right never starts.
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeBudgetExceeded || !strings.Contains(run.Error, "tokens") {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeBudgetExceeded || !strings.Contains(run.Error, "tokens") {
 		t.Errorf("run = %s %s %q", run.Status, run.FailureCode, run.Error)
 	}
 	if diff := cmp.Diff([]string{"pick"}, seen); diff != "" {
@@ -711,5 +712,39 @@ func TestOutboxOnlyForAttachedChannels(t *testing.T) {
 		if tc.want > 0 && (rows[0].Kind != engine.OutboxRunPaused || rows[0].InteractionID != run.ID+"_approve" || len(rows[0].Channels) != 2) {
 			t.Errorf("row = %+v", rows[0])
 		}
+	}
+}
+
+// A cancelled run keeps its parked gate's deadline for the resume.
+func TestCancelKeepsGateDeadline(t *testing.T) {
+	db := newStore(t)
+	posted := make(chan []string, 1)
+	var finalUser string
+	e := engine.New(engine.Options{Store: db, Backends: asyncBackends(t, &finalUser, posted), Poll: time.Hour})
+	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "1h", 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *engine.Run, 1)
+	go func() {
+		r, _ := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "keep", WorkDir: t.TempDir()})
+		done <- r
+	}()
+	<-posted
+	// The gate parks after the agent; poll the store for its deadline
+	// (the run is in another goroutine), then cancel.
+	var before string
+	for before == "" {
+		raw, _ := db.Checkpoint(context.Background(), "keep")
+		if i := strings.Index(string(raw), `"gate":{`); i >= 0 {
+			before = string(raw[i : i+80])
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if r := <-done; r.Status != engine.StatusCancelled {
+		t.Fatalf("run = %+v", r)
+	}
+	raw, _ := db.Checkpoint(context.Background(), "keep")
+	if !strings.Contains(string(raw), before) {
+		t.Errorf("the gate deadline was lost on cancellation: had %s, now %s", before, raw)
 	}
 }

@@ -53,10 +53,11 @@ var errPaused = errors.New("run paused")
 // drive executes a run from its checkpoint until it stops, and returns the
 // run as stored.
 func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string) (*Run, error) {
-	run, err := e.store.Acquire(ctx, run.ID, e.owner)
+	acquired, err := e.store.Acquire(ctx, run.ID, e.owner)
 	if err != nil {
 		return nil, fmt.Errorf("taking run %s: %w", run.ID, err)
 	}
+	run = acquired
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.mu.Lock()
@@ -116,9 +117,20 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		var nf *nodeFailure
 		if errors.As(err, &nf) {
 			if nf.code == CodeFailNode {
-				return rs.finish(ctx, StatusFailed, n.Fail.Code, nf.err.Error())
+				status := StatusFailed
+				if n.Fail.Resumable {
+					status = StatusFailedResumable
+				}
+				return rs.finish(ctx, status, n.Fail.Code, nf.err.Error())
 			}
-			return rs.finish(ctx, StatusFailed, nf.code, fmt.Sprintf("node %s: %v", n.ID, nf.err))
+			// A node that failed can run again on resume (its checkpoint
+			// still points at it), unless the graph itself has no way on.
+			status := StatusFailedResumable
+			switch nf.code {
+			case CodeNodeNotFound, CodeNoOutgoingEdge, CodeLoopExhausted, CodeJoinFailed:
+				status = StatusFailed
+			}
+			return rs.finish(ctx, status, nf.code, fmt.Sprintf("node %s: %v", n.ID, nf.err))
 		}
 		return nil, err
 	}

@@ -301,10 +301,14 @@ func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string
 			return nil, err
 		}
 		rs.e.failAt(FailGateParked)
+		// The gate is cleared when it opens or times out; a cancelled run
+		// keeps it, so a resume re-arms the same deadline.
 		defer func() {
-			rs.mu.Lock()
-			rs.ck.Gate = nil
-			rs.mu.Unlock()
+			if ctx.Err() == nil {
+				rs.mu.Lock()
+				rs.ck.Gate = nil
+				rs.mu.Unlock()
+			}
 		}()
 	}
 	from := n.AwaitAnswers.From

@@ -118,6 +118,11 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		if terr != nil {
 			return nil, terr
 		}
+		// The answers ride in the tool result: their queued copies would
+		// reach the agent a second time.
+		if _, derr := rs.e.store.DrainInbox(ctx, rs.run.ID, n.ID); derr != nil {
+			return nil, derr
+		}
 		task.ResumeConversation, task.ResumePendingToolUseID, task.ResumeAnswer = need.Conversation, need.PendingToolUseID, text
 		res, err = b.Execute(ctx, task)
 	}

@@ -41,7 +41,8 @@ type Store interface {
 	// question_answered outbox row, all in one transaction. A second answer
 	// fails with an *AlreadyAnsweredError (errors.Is ErrAlreadyAnswered);
 	// a blocking or await interaction with ErrNotAsync; an empty text with
-	// ErrEmptyAnswer; an unknown run or question with ErrNotFound.
+	// ErrEmptyAnswer; an unknown run or question with ErrNotFound; a
+	// question of a finished or failed run with ErrRunEnded.
 	Answer(ctx context.Context, a AnswerRequest) (*AnswerResult, error)
 	// Interaction returns one interaction, or ErrNotFound.
 	Interaction(ctx context.Context, runID, id string) (*Interaction, error)

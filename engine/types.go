@@ -274,6 +274,7 @@ var (
 	ErrNotAsync        = errors.New("not an async question")
 	ErrEmptyAnswer     = errors.New("answer text is required")
 	ErrStaleOwner      = errors.New("run is owned by a newer owner")
+	ErrRunEnded        = errors.New("the run has ended; its questions can no longer be answered")
 )
 
 // AlreadyAnsweredError says who answered a question first.

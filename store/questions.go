@@ -122,6 +122,9 @@ func (db *DB) Answer(ctx context.Context, a engine.AnswerRequest) (*engine.Answe
 				Via:           rec.Via,
 				AnsweredAt:    rec.AnsweredAt,
 			}
+		case run.Status == engine.StatusFinished || run.Status == engine.StatusFailed:
+			// Nothing would ever read the answer.
+			return fmt.Errorf("run %s is %s: %w", run.ID, run.Status, engine.ErrRunEnded)
 		}
 		now := db.now()
 		ix := rec.Interaction

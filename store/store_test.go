@@ -591,3 +591,28 @@ func TestZeroLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswerRefusedOnEndedRun(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	now := time.Now()
+	if err := db.CreateRun(ctx, &engine.Run{ID: "ended", Workflow: "w", Status: engine.StatusRunning, CreatedAt: now, UpdatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Acquire(ctx, "ended", "t")
+	ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: "ended", Generation: run.Generation, NodeID: "a", Questions: map[string]any{engine.QuestionKey: "q?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Commit(ctx, engine.Change{RunID: "ended", Generation: run.Generation, Status: engine.StatusFinished}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Answer(ctx, engine.AnswerRequest{RunID: "ended", InteractionID: ix.ID, Text: "late"})
+	if !errors.Is(err, engine.ErrRunEnded) {
+		t.Errorf("err = %v, want ErrRunEnded", err)
+	}
+}

@@ -218,6 +218,7 @@ var errorCodes = []struct {
 	{engine.ErrEmptyAnswer, http.StatusBadRequest, "empty_answer"},
 	{engine.ErrAlreadyAnswered, http.StatusConflict, "already_answered"},
 	{engine.ErrNotAsync, http.StatusConflict, "not_async"},
+	{engine.ErrRunEnded, http.StatusGone, "run_ended"},
 }
 
 // errorBody is the JSON of an error reply.

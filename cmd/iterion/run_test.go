@@ -184,13 +184,14 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 			t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
 		}
 	}
-	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
-	if code != exitError || !strings.Contains(errOut, "already answered") {
-		t.Errorf("second answer: exit %d, %s", code, errOut)
-	}
 	r := <-done
 	if r.code != exitOK || !strings.Contains(r.out, "run async-1 finished") {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	// Once the run is over (no owner), a second answer is still refused.
+	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, "already answered") {
+		t.Errorf("second answer: exit %d, %s", code, errOut)
 	}
 }
 

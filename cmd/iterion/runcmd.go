@@ -232,11 +232,21 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	prog := &progress{out: stderr}
 	stderr = prog
 	var o *owner
-	// An answer that leaves no question pending for an agent paused on the
-	// await_answers tool releases it: the loop below resumes the run.
+	runID := f.runID
+	if runID == "" {
+		runID = engine.NewRunID(time.Now())
+	}
+	// An answer that leaves no question pending for this run, paused on the
+	// await_answers tool, releases it: the loop below resumes the run. The
+	// API may call this before becomeOwner returns, hence the atomic.
+	var eng atomic.Pointer[engine.Engine]
 	released := make(chan struct{}, 1)
 	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool {
-		ready, err := o.engine.AwaitReady(ctx, res.Interaction.RunID)
+		e := eng.Load()
+		if e == nil || res.Interaction.RunID != runID {
+			return false
+		}
+		ready, err := e.AwaitReady(ctx, runID)
 		if err != nil || !ready {
 			return false
 		}
@@ -255,11 +265,8 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		return err
 	}
 	defer o.Close()
+	eng.Store(o.engine)
 
-	runID := f.runID
-	if runID == "" {
-		runID = engine.NewRunID(time.Now())
-	}
 	tty := interactive(in) && !f.noInteractive
 	// One reader owns the terminal: its lines answer async questions while
 	// the run executes, and go to the pause prompt while the run is paused.
@@ -273,15 +280,22 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		return err
 	}
 	for run.Status == engine.StatusPausedWaitingHuman {
-		if ready, _ := o.engine.AwaitReady(ctx, run.ID); !ready && awaitPaused(ctx, o, run.ID) {
-			// Paused on the await_answers tool: wait for the last answer,
-			// through the socket or typed here.
+		if awaitPaused(ctx, o, run.ID) {
+			// Paused on the await_answers tool: wait until every question is
+			// answered, through the socket or typed here. The check is
+			// level-triggered; released only wakes it early.
 			fmt.Fprintf(stderr, "run %s waits for the answers to its questions (iterion runs questions %s)\n", run.ID, run.ID)
-			select {
-			case <-released:
-			case <-ctx.Done():
-				return report(ctx, stdout, o.db, run, dir, f.asJSON)
+			tick := time.NewTicker(time.Second)
+			for ready, _ := o.engine.AwaitReady(ctx, run.ID); !ready; ready, _ = o.engine.AwaitReady(ctx, run.ID) {
+				select {
+				case <-released:
+				case <-tick.C:
+				case <-ctx.Done():
+					tick.Stop()
+					return report(ctx, stdout, o.db, run, dir, f.asJSON)
+				}
 			}
+			tick.Stop()
 		}
 		if awaitPaused(ctx, o, run.ID) {
 			if run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Via: "cli"}); err != nil {
