@@ -453,6 +453,9 @@ func report(ctx context.Context, out io.Writer, db interface {
 			fmt.Fprintf(out, "run %s paused at %v waiting for %v\ncontinue it with: iterion resume --run-id %s --answer <field>=<value>\n", run.ID, res["node_id"], res["interaction_id"], run.ID)
 		default:
 			fmt.Fprintf(out, "run %s %s [%s]: %s\n", run.ID, run.Status, run.FailureCode, run.Error)
+			if run.Status.Resumable() {
+				fmt.Fprintf(out, "once the cause is fixed, continue it with: iterion resume --run-id %s\n", run.ID)
+			}
 		}
 	}
 	switch run.Status {
