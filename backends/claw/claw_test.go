@@ -265,14 +265,14 @@ func TestRetriesAndAuthFailures(t *testing.T) {
 	// Three 429s in a row: RATE_LIMITED.
 	f = newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{{Status: 429, Error: "slow down", Repeat: true}}}, "anthropic")
 	run, _ = f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r429x3", WorkDir: t.TempDir()})
-	if run.Status != engine.StatusFailed || run.FailureCode != engine.CodeRateLimited || len(f.fake.Requests()) != 3 {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeRateLimited || len(f.fake.Requests()) != 3 {
 		t.Errorf("persistent 429: %s %s after %d requests", run.Status, run.FailureCode, len(f.fake.Requests()))
 	}
 
 	// 401 fails at once, naming the key.
 	f = newFixture(t, &fakellm.Script{Turns: []fakellm.Turn{{Status: 401, Error: "invalid x-api-key", Repeat: true}}}, "anthropic")
 	run, _ = f.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: "r401", WorkDir: t.TempDir()})
-	if run.Status != engine.StatusFailed || run.FailureCode != "AUTH_FAILED" || len(f.fake.Requests()) != 1 || !strings.Contains(run.Error, "API key") {
+	if run.Status != engine.StatusFailedResumable || run.FailureCode != "AUTH_FAILED" || len(f.fake.Requests()) != 1 || !strings.Contains(run.Error, "API key") {
 		t.Errorf("401: %s %s %q after %d requests", run.Status, run.FailureCode, run.Error, len(f.fake.Requests()))
 	}
 }
@@ -321,7 +321,7 @@ func TestMalformedStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.Status != engine.StatusFailed || !strings.Contains(run.Error, "response stream is malformed") {
+			if run.Status != engine.StatusFailedResumable || !strings.Contains(run.Error, "response stream is malformed") {
 				t.Errorf("run = %s %s %q", run.Status, run.FailureCode, run.Error)
 			}
 			if n := len(f.fake.Requests()); n != 1 {

@@ -107,21 +107,31 @@ func clean(path string) (string, error) {
 	return path, nil
 }
 
-// ReadFile reads a workspace file.
-func (HostRunner) ReadFile(dir, path string) ([]byte, error) {
+// openIn opens path inside the workspace dir; close the root when done.
+func openIn(dir, path string) (*os.Root, *os.File, error) {
 	path, err := clean(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := openRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := r.Open(path)
+	if err != nil {
+		r.Close()
+		return nil, nil, rootErr(path, err)
+	}
+	return r, f, nil
+}
+
+// ReadFile reads a workspace file.
+func (HostRunner) ReadFile(dir, path string) ([]byte, error) {
+	r, f, err := openIn(dir, path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(path)
-	if err != nil {
-		return nil, rootErr(path, err)
-	}
 	defer f.Close()
 	b := make([]byte, maxFileRead+1)
 	n, _ := f.Read(b)
@@ -152,19 +162,11 @@ func (HostRunner) WriteFile(dir, path string, data []byte) error {
 
 // List lists a workspace directory, directories marked with a slash.
 func (HostRunner) List(dir, path string) ([]string, error) {
-	path, err := clean(path)
-	if err != nil {
-		return nil, err
-	}
-	r, err := openRoot(dir)
+	r, f, err := openIn(dir, path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(path)
-	if err != nil {
-		return nil, rootErr(path, err)
-	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
