@@ -45,9 +45,11 @@ type checkpoint struct {
 
 	// Pause describes the blocking question the run waits on.
 	Pause *pauseState `json:"pause,omitempty"`
-	// Gate is an await_answers node parked on the trunk, with its absolute
-	// deadline: a restart re-arms it with the same deadline.
-	Gate *gateState `json:"gate,omitempty"`
+	// Gates are the parked await_answers nodes with their absolute
+	// deadlines, keyed by branch id and node ("/gate" on the trunk,
+	// "branch_split_gate/gate" in a fan-out branch): a restart re-arms each
+	// with the same deadline, on the trunk or when its fan-out runs again.
+	Gates map[string]time.Time `json:"gates,omitempty"`
 
 	// encoded caches the JSON of each output, so writing the checkpoint
 	// after every node does not re-encode every earlier output. An output
@@ -67,17 +69,12 @@ type pauseState struct {
 	PendingToolUseID string `json:"pending_tool_use_id,omitempty"`
 }
 
-type gateState struct {
-	Node     string    `json:"node"`
-	Deadline time.Time `json:"deadline"`
-}
-
 func newCheckpoint(w *dsl.Workflow) *checkpoint {
 	return &checkpoint{
 		V: checkpointVersion, IR: dsl.IRVersion, Node: w.Entry,
 		Outputs: map[string]map[string]any{}, History: map[string][]any{}, Artifacts: map[string][]any{},
 		Loops: map[string]int{}, LoopPrev: map[string]any{}, RoundRobin: map[string]int{},
-		Visits: map[string]int{}, Emitted: map[string]map[string]any{},
+		Visits: map[string]int{}, Emitted: map[string]map[string]any{}, Gates: map[string]time.Time{},
 	}
 }
 
@@ -114,6 +111,9 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	}
 	if c.Visits == nil {
 		c.Visits = map[string]int{}
+	}
+	if c.Gates == nil {
+		c.Gates = map[string]time.Time{}
 	}
 	return &c, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -718,9 +717,13 @@ func TestOutboxOnlyForAttachedChannels(t *testing.T) {
 // A cancelled run keeps its parked gate's deadline for the resume.
 func TestCancelKeepsGateDeadline(t *testing.T) {
 	db := newStore(t)
-	posted := make(chan []string, 1)
 	var finalUser string
-	e := engine.New(engine.Options{Store: db, Backends: asyncBackends(t, &finalUser, posted), Poll: time.Hour})
+	parked := make(chan struct{}, 1)
+	e := engine.New(engine.Options{Store: db, Backends: asyncBackends(t, &finalUser, nil), Poll: time.Hour, Failpoint: func(name string) {
+		if name == engine.FailGateParked {
+			parked <- struct{}{}
+		}
+	}})
 	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "1h", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *engine.Run, 1)
@@ -728,23 +731,96 @@ func TestCancelKeepsGateDeadline(t *testing.T) {
 		r, _ := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "keep", WorkDir: t.TempDir()})
 		done <- r
 	}()
-	<-posted
-	// The gate parks after the agent; poll the store for its deadline
-	// (the run is in another goroutine), then cancel.
-	var before string
-	for before == "" {
-		raw, _ := db.Checkpoint(context.Background(), "keep")
-		if i := strings.Index(string(raw), `"gate":{`); i >= 0 {
-			before = string(raw[i : i+80])
-		}
-		runtime.Gosched()
+	<-parked
+	raw, _ := db.Checkpoint(context.Background(), "keep")
+	i := strings.Index(string(raw), `"gates":{`)
+	if i < 0 {
+		t.Fatalf("no gate in the checkpoint: %s", raw)
 	}
+	before := string(raw[i : i+60])
 	cancel()
 	if r := <-done; r.Status != engine.StatusCancelled {
 		t.Fatalf("run = %+v", r)
 	}
-	raw, _ := db.Checkpoint(context.Background(), "keep")
+	raw, _ = db.Checkpoint(context.Background(), "keep")
 	if !strings.Contains(string(raw), before) {
 		t.Errorf("the gate deadline was lost on cancellation: had %s, now %s", before, raw)
+	}
+}
+
+// A gate parked inside a fan-out branch keeps its deadline across a stop:
+// the fan-out runs again from its router on resume, and the gate re-arms
+// with the deadline it had.
+func TestBranchGateKeepsDeadline(t *testing.T) {
+	src := `
+router split:
+  mode: fan_out_all
+
+compute side:
+  expr:
+    n: "1"
+
+await_answers gate:
+  timeout: "1h"
+
+compute gather:
+  await: wait_all
+  expr:
+    ok: "true"
+
+workflow w:
+  entry: split
+  split -> side
+  split -> gate
+  side -> gather
+  gate -> gather
+  gather -> done
+`
+	db := newStore(t)
+	bg := context.Background()
+	now := time.Now()
+	if err := db.CreateRun(bg, &engine.Run{ID: "bg", Workflow: "w", Status: engine.StatusRunning, CreatedAt: now, UpdatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Acquire(bg, "bg", "test")
+	if _, err := db.PostQuestion(bg, engine.PostRequest{RunID: "bg", Generation: run.Generation, NodeID: "asker", Questions: map[string]any{engine.QuestionKey: "?"}}); err != nil {
+		t.Fatal(err)
+	}
+	w := mustCompile(t, src)
+	deadline := func() string {
+		raw, _ := db.Checkpoint(bg, "bg")
+		i := strings.Index(string(raw), `"branch_split_gate/gate":"`)
+		if i < 0 {
+			t.Fatalf("no branch gate in the checkpoint: %s", raw)
+		}
+		return string(raw[i : i+60])
+	}
+	stopAtGate := func() string {
+		parked := make(chan struct{}, 1)
+		e := engine.New(engine.Options{Store: db, Poll: time.Hour, Failpoint: func(name string) {
+			if name == engine.FailGateParked {
+				parked <- struct{}{}
+			}
+		}})
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan *engine.Run, 1)
+		go func() {
+			r, err := e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: "bg", Force: true})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		<-parked // the gate stored its deadline and parks
+		d := deadline()
+		cancel()
+		if r := <-done; r == nil || r.Status != engine.StatusCancelled {
+			t.Fatalf("run = %+v", r)
+		}
+		return d
+	}
+	first := stopAtGate()
+	if again := stopAtGate(); again != first {
+		t.Errorf("the branch gate's deadline moved: %s, then %s", first, again)
 	}
 }

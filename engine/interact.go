@@ -288,29 +288,27 @@ func (e *Engine) notify(ev Event) {
 // tick (answers through another process) and at the deadline, which is
 // stored in the checkpoint so a restart keeps it.
 func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string) (map[string]any, error) {
-	deadline := rs.e.now().Add(n.Timeout)
-	if branch == "" {
-		rs.mu.Lock()
-		if g := rs.ck.Gate; g != nil && g.Node == n.ID {
-			deadline = g.Deadline // re-armed after a restart
-		} else {
-			rs.ck.Gate = &gateState{Node: n.ID, Deadline: deadline}
-		}
-		rs.mu.Unlock()
-		if err := rs.commit(ctx, Change{Sync: true}); err != nil {
-			return nil, err
-		}
-		rs.e.failAt(FailGateParked)
-		// The gate is cleared when it opens or times out; a cancelled run
-		// keeps it, so a resume re-arms the same deadline.
-		defer func() {
-			if ctx.Err() == nil {
-				rs.mu.Lock()
-				rs.ck.Gate = nil
-				rs.mu.Unlock()
-			}
-		}()
+	key := branch + "/" + n.ID
+	rs.mu.Lock()
+	deadline, rearmed := rs.ck.Gates[key]
+	if !rearmed {
+		deadline = rs.e.now().Add(n.Timeout)
+		rs.ck.Gates[key] = deadline
 	}
+	rs.mu.Unlock()
+	if err := rs.commit(ctx, Change{Sync: true}); err != nil {
+		return nil, err
+	}
+	rs.e.failAt(FailGateParked)
+	// The gate is cleared when it opens or times out; a cancelled run keeps
+	// it, so a resume re-arms the same deadline.
+	defer func() {
+		if ctx.Err() == nil {
+			rs.mu.Lock()
+			delete(rs.ck.Gates, key)
+			rs.mu.Unlock()
+		}
+	}()
 	from := n.AwaitAnswers.From
 	slot := slotFrom(ctx)
 	defer func() { _ = slot.acquire(ctx) }()

@@ -148,14 +148,12 @@ func gateDeadline(t *testing.T, st, runID string) time.Time {
 		t.Fatal(err)
 	}
 	var ck struct {
-		Gate *struct {
-			Deadline time.Time `json:"deadline"`
-		} `json:"gate"`
+		Gates map[string]time.Time `json:"gates"`
 	}
-	if err := json.Unmarshal(raw, &ck); err != nil || ck.Gate == nil {
+	if err := json.Unmarshal(raw, &ck); err != nil || ck.Gates["/gate"].IsZero() {
 		t.Fatalf("no parked gate in the checkpoint (%v): %s", err, raw)
 	}
-	return ck.Gate.Deadline
+	return ck.Gates["/gate"]
 }
 
 func TestCrashWhileParkedKeepsTheDeadline(t *testing.T) {
