@@ -1,0 +1,129 @@
+package github
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/iterion-bot/iterion/store"
+)
+
+// MaxPayload is GitHub's own limit on a webhook payload; larger bodies are
+// refused with 413.
+const MaxPayload = 25 << 20
+
+// deliveryRecorder is what the intake needs from the store.
+type deliveryRecorder interface {
+	RecordDelivery(ctx context.Context, d store.Delivery) (bool, error)
+}
+
+// handledEvents are the event types the bot acts on; others are
+// acknowledged and ignored.
+var handledEvents = map[string]bool{
+	"ping": true, "issue_comment": true, "pull_request": true, "pull_request_review_comment": true,
+	"installation": true, "installation_repositories": true, "check_run": true, "check_suite": true,
+}
+
+// Intake receives GitHub webhooks: it verifies the signature, stores the
+// delivery (deduplicated by its id) and only then acknowledges it with 202,
+// so that nothing acknowledged is lost; the work happens later, in a worker
+// that reads the stored deliveries.
+type Intake struct {
+	secret []byte
+	source string
+	store  deliveryRecorder
+	log    *slog.Logger
+	// wake tells the worker a new delivery is stored; it must not block.
+	wake func()
+}
+
+// NewIntake returns the webhook handler of one GitHub App.
+func NewIntake(appID string, secret []byte, st deliveryRecorder, log *slog.Logger, wake func()) *Intake {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if wake == nil {
+		wake = func() {}
+	}
+	return &Intake{secret: secret, source: "github/" + appID, store: st, log: log, wake: wake}
+}
+
+// Sign returns the X-Hub-Signature-256 value of body: production checks
+// with it, and tests sign their deliveries with it.
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// validSignature checks X-Hub-Signature-256 in constant time. There is no
+// fallback to the SHA-1 header.
+func (in *Intake) validSignature(header string, body []byte) bool {
+	if !strings.HasPrefix(header, "sha256=") {
+		return false
+	}
+	return hmac.Equal([]byte(header), []byte(Sign(in.secret, body)))
+}
+
+func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpError(w, http.StatusMethodNotAllowed, "webhooks are POSTed")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayload))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "payload larger than 25 MiB")
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading the payload failed")
+		return
+	}
+	if !in.validSignature(r.Header.Get("X-Hub-Signature-256"), body) {
+		in.log.Warn("webhook refused: bad signature", "delivery", r.Header.Get("X-GitHub-Delivery"))
+		httpError(w, http.StatusUnauthorized, "invalid or missing X-Hub-Signature-256")
+		return
+	}
+	id, event := r.Header.Get("X-GitHub-Delivery"), r.Header.Get("X-GitHub-Event")
+	if id == "" || event == "" || len(id) > 128 {
+		httpError(w, http.StatusBadRequest, "missing X-GitHub-Delivery or X-GitHub-Event")
+		return
+	}
+	if !json.Valid(body) {
+		httpError(w, http.StatusBadRequest, "the payload is not JSON")
+		return
+	}
+	log := in.log.With("delivery", id, "event", event)
+	if !handledEvents[event] {
+		log.Debug("webhook ignored: event type not handled")
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	fresh, err := in.store.RecordDelivery(r.Context(), store.Delivery{Source: in.source, ID: id, Event: event, Payload: body})
+	if err != nil {
+		log.Error("storing a webhook delivery failed", "err", err)
+		httpError(w, http.StatusServiceUnavailable, "the delivery could not be stored; redeliver it")
+		return
+	}
+	if fresh {
+		in.wake()
+	} else {
+		log.Info("webhook redelivered: already stored")
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
