@@ -19,6 +19,7 @@ package api
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type Server struct {
 	// it to resume a run paused on an await of the answered node); it
 	// reports whether the run was resumed.
 	afterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
+	launch      func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 }
 
 // Options configure a Server. Zero fields mean the defaults noted.
@@ -53,6 +55,18 @@ type Options struct {
 	Logger *slog.Logger
 	// AfterAnswer runs after an accepted answer. nil means nothing.
 	AfterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
+	// Launch starts a run for POST /api/runs and returns it as it started
+	// (the run goes on in the background). nil means the route is absent.
+	Launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
+}
+
+// LaunchRequest is the body of POST /api/runs.
+type LaunchRequest struct {
+	// FilePath is the workflow file, relative to the server's directory.
+	FilePath string            `json:"file_path"`
+	RunID    string            `json:"run_id,omitempty"`
+	Vars     map[string]string `json:"vars,omitempty"`
+	Preset   string            `json:"preset,omitempty"`
 }
 
 // NewServer returns a server over an engine and its store.
@@ -61,7 +75,7 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer}
+	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer, launch: opts.Launch}
 }
 
 // Handler returns the API's routes.
@@ -73,6 +87,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runs/{id}/interactions/pending", s.pending)
 	mux.HandleFunc("POST /api/runs/{id}/interactions/{iid}/answer", s.answer)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
+	if s.launch != nil {
+		mux.HandleFunc("POST /api/runs", s.launchRun)
+	}
 	return mux
 }
 
@@ -183,6 +200,46 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		res.Resumed = s.afterAnswer(r.Context(), res)
 	}
 	writeJSON(w, http.StatusOK, AnswerResponse{RunID: req.RunID, InteractionID: req.InteractionID, Queued: true, Resumed: res.Resumed})
+}
+
+// launchRun starts a run: 201 {run_id, status}; 400 for a bad request or
+// workflow (the message says what to fix).
+func (s *Server) launchRun(w http.ResponseWriter, r *http.Request) {
+	var req LaunchRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil || req.FilePath == "" {
+		writeError(w, http.StatusBadRequest, errors.New(`send {"file_path": "workflow.bot", "vars": {…}}`))
+		return
+	}
+	run, err := s.launch(r.Context(), req)
+	if err != nil {
+		var bad *BadRequestError
+		if errors.As(err, &bad) {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"run_id": run.ID, "status": run.Status})
+}
+
+// BadRequestError is a launch refused because of what the caller sent.
+type BadRequestError struct{ Err error }
+
+func (e *BadRequestError) Error() string { return e.Err.Error() }
+func (e *BadRequestError) Unwrap() error { return e.Err }
+
+// RequireToken wraps h so that every request must carry
+// "Authorization: Bearer <token>" (compared in constant time).
+func RequireToken(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "missing or wrong API token (Authorization: Bearer …)", Code: "unauthorized"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {

@@ -78,7 +78,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newValidateCmd(), newRunCmd(), newResumeCmd(), newRunsCmd(), newFakeModelCmd())
+	root.AddCommand(newVersionCmd(), newValidateCmd(), newRunCmd(), newResumeCmd(), newRunsCmd(), newFakeModelCmd(), newServeCmd())
 	return root
 }
 

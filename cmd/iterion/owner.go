@@ -63,11 +63,18 @@ type owner struct {
 	engine *engine.Engine
 	srv    *http.Server
 	ln     net.Listener
+	// apiHandler is the API, also mounted by serve on TCP behind a token.
+	apiHandler http.Handler
 }
 
 // becomeOwner opens the store directory for this process and serves its
 // API. A second owner gets an error naming the first.
 func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool, notices io.Writer) (*owner, error) {
+	return becomeOwnerWith(dir, command, opts, afterAnswer, notices, nil)
+}
+
+// becomeOwnerWith is becomeOwner with a launcher for POST /api/runs.
+func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool, notices io.Writer, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) (*owner, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
 	}
@@ -103,8 +110,9 @@ func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(cont
 		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
 	}
 	noteInterrupted(db, notices)
-	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer})
-	o.srv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch})
+	o.apiHandler = srv.Handler()
+	o.srv = &http.Server{Handler: o.apiHandler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = o.srv.Serve(ln) }()
 	return o, nil
 }

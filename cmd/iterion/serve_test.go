@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("ITERION_API_TOKEN", "tok")
+	writeAt := func(name, content string) {
+		t.Helper()
+		if err := writeFileAt(filepath.Join(dir, name), content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeAt("w.bot", "vars:\n  n: int\ncompute c:\n  expr:\n    x: \"vars.n + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
+		t.Fatalf("serve did not start: %q", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+
+	call := func(method, path, token, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	if code, _ := call("GET", "/healthz", "", ""); code != 200 {
+		t.Errorf("healthz = %d", code)
+	}
+	if code, _ := call("GET", "/readyz", "", ""); code != 200 {
+		t.Errorf("readyz = %d", code)
+	}
+	if code, _ := call("GET", "/api/runs", "wrong", ""); code != http.StatusUnauthorized {
+		t.Errorf("wrong token = %d, want 401", code)
+	}
+	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot"}`); code != 400 || !strings.Contains(out["error"].(string), `missing var "n"`) {
+		t.Errorf("launch without the var = %d %v", code, out)
+	}
+	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "../x.bot"}`); code != 400 || !strings.Contains(out["error"].(string), "relative") {
+		t.Errorf("launch outside = %d %v", code, out)
+	}
+	code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot", "run_id": "api-1", "vars": {"n": "41"}}`)
+	if code != http.StatusCreated || out["run_id"] != "api-1" {
+		t.Fatalf("launch = %d %v", code, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for status := ""; status != "finished"; <-tick.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("run api-1 did not finish (status %q)", status)
+		}
+		_, run := call("GET", "/api/runs/api-1", "tok", "")
+		status, _ = run["status"].(string)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exited %d", code)
+	}
+}
+
+func TestServeRefusesAppWithoutSecret(t *testing.T) {
+	t.Setenv("ITERION_GITHUB_APP_ID", "123")
+	t.Setenv("ITERION_GITHUB_WEBHOOK_SECRET", "")
+	code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
+	if code != exitError || !strings.Contains(errOut, "ITERION_GITHUB_WEBHOOK_SECRET") {
+		t.Errorf("exit %d, %s", code, errOut)
+	}
+}
+
+func writeFileAt(path, content string) error {
+	return os.WriteFile(path, []byte(content), 0o644)
+}
