@@ -246,3 +246,37 @@ func TestRecoverContinuesInterruptedRuns(t *testing.T) {
 		t.Errorf("nodes ran %q, want the interrupted t1 twice and the rest once", got)
 	}
 }
+
+// serve continues, at start, a run a killed process left interrupted.
+func TestServeContinuesInterruptedRuns(t *testing.T) {
+	dir := t.TempDir()
+	wf, log := toolChain(t, dir)
+	st := filepath.Join(dir, "st")
+	if killed, out := runChild(t, engine.FailAfterExec+":2", "run", wf, "--store-dir", st, "--run-id", "s1", "--no-interactive", "--var", "log="+log); !killed {
+		t.Fatalf("not killed:\n%s", out)
+	}
+	srv := child(t, "", "serve", "--addr", "127.0.0.1:0", "--store-dir", st)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	// The run finishes in the server: watch it through the socket API,
+	// which `runs show` uses while the server owns the store.
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		_, out := runChild(t, "", "runs", "show", "s1", "--store-dir", st)
+		if strings.Contains(out, `"status": "finished"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run s1 did not finish under serve:\n%s", out)
+		}
+	}
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	_ = srv.Wait()
+	if got := readLog(t, log); got != "t1 t2 t2 t3" {
+		t.Errorf("nodes ran %q, want only the interrupted t2 twice", got)
+	}
+}
