@@ -256,10 +256,21 @@ func TestServeContinuesInterruptedRuns(t *testing.T) {
 		t.Fatalf("not killed:\n%s", out)
 	}
 	srv := child(t, "", "serve", "--addr", "127.0.0.1:0", "--store-dir", st)
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Process.Kill()
+	// Only once the server owns the store may other commands run: before
+	// that, one of them could open the store itself and keep serve out.
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on") {
+		t.Fatalf("serve did not start: %q", sc.Text())
+	}
+	go io.Copy(io.Discard, stdout)
 	// The run finishes in the server: watch it through the socket API,
 	// which `runs show` uses while the server owns the store.
 	deadline := time.Now().Add(20 * time.Second)
