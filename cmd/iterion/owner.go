@@ -79,6 +79,15 @@ func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(
 		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
 	}
 	db, err := store.Open(dir, store.Options{})
+	// A short-lived command (runs list, runs answer) may hold the store for
+	// a moment when no owner is alive; wait for it rather than fail.
+	for wait := 0; errors.Is(err, store.ErrLocked) && wait < 50; wait++ {
+		if info, ok := readOwner(dir); ok && alive(info.PID) {
+			break // a real owner: no point waiting
+		}
+		time.Sleep(100 * time.Millisecond)
+		db, err = store.Open(dir, store.Options{})
+	}
 	if errors.Is(err, store.ErrLocked) {
 		if info, ok := readOwner(dir); ok {
 			return nil, fmt.Errorf("store %s is in use by another iterion process (pid %d, %q, since %s); wait for it, or use another --store-dir", dir, info.PID, info.Command, info.Since.Format(time.RFC3339))
