@@ -1,0 +1,119 @@
+package github
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/iterion-bot/iterion/store"
+)
+
+// deliveryQueue is what the worker needs from the store.
+type deliveryQueue interface {
+	PendingDeliveries(ctx context.Context, limit int) ([]store.Delivery, error)
+	FinishDelivery(ctx context.Context, source, id string, handleErr error) error
+}
+
+// Worker handles stored deliveries in a bounded pool. It reads them from
+// the store, not from the request that brought them, so a delivery
+// acknowledged just before a crash is handled after the restart.
+type Worker struct {
+	queue  deliveryQueue
+	handle func(ctx context.Context, d store.Delivery) error
+	size   int
+	log    *slog.Logger
+	wake   chan struct{}
+	// poll is the period of the safety re-scan; a missed wake-up costs at
+	// most this much latency.
+	poll time.Duration
+
+	mu       sync.Mutex
+	inFlight map[string]bool
+	// finished holds deliveries handled since the last listing: a listing
+	// taken before their outcome was stored must not dispatch them again.
+	finished map[string]bool
+}
+
+// NewWorker returns a worker running at most size handlers at once.
+func NewWorker(q deliveryQueue, size int, log *slog.Logger, handle func(ctx context.Context, d store.Delivery) error) *Worker {
+	if size < 1 {
+		size = 1
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{queue: q, handle: handle, size: size, log: log, wake: make(chan struct{}, 1), poll: 30 * time.Second, inFlight: map[string]bool{}, finished: map[string]bool{}}
+}
+
+// Wake tells the worker a delivery was stored; it never blocks (the
+// Intake's wake hook).
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run handles deliveries until ctx ends, then waits for the handlers in
+// flight (they get ctx's cancellation).
+func (w *Worker) Run(ctx context.Context) {
+	sem := make(chan struct{}, w.size)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(w.poll)
+	defer tick.Stop()
+	for {
+		// Outcomes stored before this listing are in it; forget them.
+		w.mu.Lock()
+		seen := w.finished
+		w.finished = map[string]bool{}
+		w.mu.Unlock()
+		pending, err := w.queue.PendingDeliveries(ctx, 0)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("listing pending deliveries failed", "err", err)
+		}
+		for _, d := range pending {
+			key := d.Source + "/" + d.ID
+			w.mu.Lock()
+			skip := w.inFlight[key] || w.finished[key] || seen[key]
+			if !skip {
+				w.inFlight[key] = true
+			}
+			w.mu.Unlock()
+			if skip {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				defer func() {
+					w.mu.Lock()
+					delete(w.inFlight, key)
+					w.finished[key] = true
+					w.mu.Unlock()
+				}()
+				herr := w.handle(ctx, d)
+				if ctx.Err() != nil {
+					return // stopped: the delivery stays pending for the next start
+				}
+				if herr != nil {
+					w.log.Error("handling a delivery failed", "delivery", d.ID, "event", d.Event, "err", herr)
+				}
+				if err := w.queue.FinishDelivery(context.WithoutCancel(ctx), d.Source, d.ID, herr); err != nil {
+					w.log.Error("recording a handled delivery failed", "delivery", d.ID, "err", err)
+				}
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-tick.C:
+		}
+	}
+}
