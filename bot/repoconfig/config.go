@@ -72,7 +72,9 @@ type Error struct {
 	Message      string
 }
 
-func (e Error) Error() string { return fmt.Sprintf("%s:%d:%d: %s", FileName, e.Line, e.Column, e.Message) }
+func (e Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", FileName, e.Line, e.Column, e.Message)
+}
 
 // Errors is every mistake found.
 type Errors []Error
