@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -159,6 +160,9 @@ func Parse(data []byte) (*Config, error) {
 		if s.Name == "" || s.Cron == "" || s.Workflow == "" {
 			add([]string{"schedules", idx}, "schedule %d needs name, cron and workflow", i+1)
 			continue
+		}
+		if _, err := cron.ParseStandard(s.Cron); err != nil {
+			add([]string{"schedules", idx, "cron"}, "schedule %s: cron %q: %v (five fields: minute hour day-of-month month day-of-week)", s.Name, s.Cron, err)
 		}
 		known([]string{"schedules", idx, "workflow"}, s.Workflow)
 	}

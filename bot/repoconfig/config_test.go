@@ -64,6 +64,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a .bot file", "workflows:\n  a: a.yaml\n", []string{"2:3: workflow a: \"a.yaml\" is not a .bot file"}},
 		{"bad concurrency", "concurrency: sometimes\n", []string{"1:1: concurrency \"sometimes\""}},
 		{"schedule without cron", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    workflow: a\n", []string{"4:5: schedule 1 needs name, cron and workflow"}},
+		{"bad cron", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    cron: \"61 * * * *\"\n    workflow: a\n", []string{"5:5: schedule n: cron \"61 * * * *\""}},
 		{"syntax error", "workflows:\n  a: [unclosed\n", []string{":1: "}},
 		{"wrong type", "answerers: 3\n", []string{"1:1: "}},
 	}
