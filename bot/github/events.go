@@ -1,0 +1,181 @@
+package github
+
+import (
+	"errors"
+	"fmt"
+
+	gh "github.com/google/go-github/v62/github"
+)
+
+// Trigger kinds: what a delivery asks of the bot.
+const (
+	TriggerComment     = "comment"      // a PR comment with /iterion commands (or near misses)
+	TriggerPullRequest = "pull_request" // a PR opened, updated or reopened
+	TriggerPush        = "push"         // a branch push
+)
+
+// Trigger is a delivery decoded into what the bot acts on. Only the fields
+// of its Kind are set.
+type Trigger struct {
+	Kind           string
+	InstallationID int64
+	Owner, Repo    string
+	DefaultBranch  string
+	// Sender is the login that caused the event.
+	Sender string
+	// PR is the pull request's number (comment and pull_request).
+	PR int
+	// Action is the pull_request action (opened, synchronize, reopened).
+	Action string
+	// HeadSHA and HeadRef are the PR head (pull_request) or, for a push,
+	// the pushed commit and branch (without refs/heads/).
+	HeadSHA, HeadRef string
+	// Fork is set when the PR head lives in another repository: its code
+	// is not the repository owners' and runs only after approval.
+	Fork bool
+	// CommentID, Commands and Problems come from a comment.
+	CommentID int64
+	Commands  []Command
+	Problems  []Problem
+}
+
+// Ignored is the error of a delivery the bot has nothing to do with; its
+// reason goes to the debug log, never to GitHub.
+type Ignored struct{ Reason string }
+
+func (e *Ignored) Error() string { return "ignored: " + e.Reason }
+
+// IsIgnored reports whether err says the delivery needs nothing.
+func IsIgnored(err error) bool {
+	var ig *Ignored
+	return errors.As(err, &ig)
+}
+
+func ignored(format string, args ...any) error {
+	return &Ignored{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Decode turns a stored delivery's event type and payload into a Trigger.
+// Events and actions the bot does not act on, comments by bots (its own
+// included), and comments without any /iterion line come back as
+// *Ignored; a payload that does not parse is an ordinary error.
+func Decode(event string, payload []byte) (Trigger, error) {
+	switch event {
+	case "issue_comment", "pull_request", "push", "ping":
+	default:
+		return Trigger{}, ignored("event %q is not one iterion acts on", event)
+	}
+	ev, err := gh.ParseWebHook(event, payload)
+	if err != nil {
+		return Trigger{}, fmt.Errorf("decode the %s payload: %w", event, err)
+	}
+	switch e := ev.(type) {
+	case *gh.IssueCommentEvent:
+		return decodeComment(e)
+	case *gh.PullRequestEvent:
+		return decodePullRequest(e)
+	case *gh.PushEvent:
+		return decodePush(e)
+	case *gh.PingEvent:
+		return Trigger{}, ignored("ping")
+	default:
+		return Trigger{}, ignored("event %q is not one iterion acts on", event)
+	}
+}
+
+func base(repo *gh.Repository, inst *gh.Installation) (Trigger, error) {
+	if repo == nil || repo.GetOwner().GetLogin() == "" || repo.GetName() == "" {
+		return Trigger{}, errors.New("the payload names no repository")
+	}
+	if inst.GetID() == 0 {
+		return Trigger{}, errors.New("the payload names no installation")
+	}
+	return Trigger{
+		InstallationID: inst.GetID(),
+		Owner:          repo.GetOwner().GetLogin(),
+		Repo:           repo.GetName(),
+		DefaultBranch:  repo.GetDefaultBranch(),
+	}, nil
+}
+
+func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
+	if e.GetAction() != "created" {
+		// Edits would run a command twice; deletions take nothing back.
+		return Trigger{}, ignored("comment %s", e.GetAction())
+	}
+	// IsPullRequest dereferences its receiver: a payload without an issue
+	// must not reach it.
+	if e.Issue == nil || !e.Issue.IsPullRequest() {
+		return Trigger{}, ignored("comment on an issue, not a pull request")
+	}
+	if e.GetComment().GetUser().GetType() == "Bot" || e.GetSender().GetType() == "Bot" {
+		return Trigger{}, ignored("comment by the bot %s", e.GetSender().GetLogin())
+	}
+	t, err := base(e.GetRepo(), e.GetInstallation())
+	if err != nil {
+		return Trigger{}, err
+	}
+	cmds, problems := ParseComment(e.GetComment().GetBody())
+	if len(cmds) == 0 && len(problems) == 0 {
+		return Trigger{}, ignored("no /iterion command in the comment")
+	}
+	t.Kind = TriggerComment
+	t.Sender = e.GetComment().GetUser().GetLogin()
+	t.PR = e.GetIssue().GetNumber()
+	t.CommentID = e.GetComment().GetID()
+	t.Commands, t.Problems = cmds, problems
+	return t, nil
+}
+
+func decodePullRequest(e *gh.PullRequestEvent) (Trigger, error) {
+	switch e.GetAction() {
+	case "opened", "synchronize", "reopened":
+	default:
+		return Trigger{}, ignored("pull_request %s", e.GetAction())
+	}
+	t, err := base(e.GetRepo(), e.GetInstallation())
+	if err != nil {
+		return Trigger{}, err
+	}
+	pr := e.GetPullRequest()
+	t.Kind = TriggerPullRequest
+	t.Sender = e.GetSender().GetLogin()
+	t.PR = e.GetNumber()
+	t.Action = e.GetAction()
+	t.HeadSHA = pr.GetHead().GetSHA()
+	t.HeadRef = pr.GetHead().GetRef()
+	t.Fork = pr.GetHead().GetRepo().GetFullName() != e.GetRepo().GetFullName()
+	return t, nil
+}
+
+func decodePush(e *gh.PushEvent) (Trigger, error) {
+	const heads = "refs/heads/"
+	ref := e.GetRef()
+	if len(ref) <= len(heads) || ref[:len(heads)] != heads {
+		return Trigger{}, ignored("push to %s, not a branch", ref)
+	}
+	if e.GetDeleted() {
+		return Trigger{}, ignored("branch %s deleted", ref[len(heads):])
+	}
+	owner := e.GetRepo().GetOwner().GetLogin()
+	if owner == "" {
+		// Push payloads name the owner under "name" in older deliveries.
+		owner = e.GetRepo().GetOwner().GetName()
+	}
+	if owner == "" || e.GetRepo().GetName() == "" {
+		return Trigger{}, errors.New("the payload names no repository")
+	}
+	if e.GetInstallation().GetID() == 0 {
+		return Trigger{}, errors.New("the payload names no installation")
+	}
+	return Trigger{
+		Kind:           TriggerPush,
+		InstallationID: e.GetInstallation().GetID(),
+		Owner:          owner,
+		Repo:           e.GetRepo().GetName(),
+		DefaultBranch:  e.GetRepo().GetDefaultBranch(),
+		Sender:         e.GetSender().GetLogin(),
+		HeadSHA:        e.GetAfter(),
+		HeadRef:        ref[len(heads):],
+	}, nil
+}

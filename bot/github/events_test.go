@@ -1,0 +1,119 @@
+package github
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const prOpened = `{
+  "action": "opened", "number": 9,
+  "pull_request": {"number": 9, "head": {"sha": "abc123", "ref": "feature", "repo": {"full_name": "acme/app"}}},
+  "repository": {"full_name": "acme/app", "name": "app", "owner": {"login": "acme"}, "default_branch": "main"},
+  "installation": {"id": 42}, "sender": {"login": "ana", "type": "User"}
+}`
+
+const pushMain = `{
+  "ref": "refs/heads/main", "after": "def456", "deleted": false,
+  "repository": {"full_name": "acme/app", "name": "app", "owner": {"name": "acme"}, "default_branch": "main"},
+  "installation": {"id": 42}, "sender": {"login": "ana"}
+}`
+
+func TestDecode(t *testing.T) {
+	comment, err := os.ReadFile("testdata/issue_comment.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBody := func(body string) string {
+		return strings.Replace(string(comment), `"/iterion run review"`, body, 1)
+	}
+	cases := []struct {
+		name, event, payload string
+		want                 Trigger
+		ignored              string // substring of the reason
+		err                  string
+	}{
+		{name: "comment", event: "issue_comment", payload: string(comment), want: Trigger{
+			Kind: TriggerComment, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 7, CommentID: 1001,
+			Commands: []Command{{Name: CmdRun, Line: 1, Workflow: "review", Vars: map[string]string{}}},
+		}},
+		{name: "near miss is kept for a reply", event: "issue_comment", payload: withBody(`"/iterion rnu"`), want: Trigger{
+			Kind: TriggerComment, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 7, CommentID: 1001,
+			Problems: []Problem{{Line: 1, Message: `unknown command "rnu"`, Suggestion: "/iterion run"}},
+		}},
+		{name: "plain comment", event: "issue_comment", payload: withBody(`"LGTM"`), ignored: "no /iterion command"},
+		{name: "edited", event: "issue_comment", payload: strings.Replace(string(comment), `"created"`, `"edited"`, 1), ignored: "comment edited"},
+		{name: "issue not PR", event: "issue_comment", payload: strings.Replace(string(comment), `, "pull_request": {"url": "https://api.github.test/repos/acme/app/pulls/7"}`, "", 1), ignored: "not a pull request"},
+		{name: "bot comment", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"type": "User"`, `"type": "Bot"`), ignored: "by the bot"},
+		{name: "no installation", event: "issue_comment", payload: strings.Replace(string(comment), `"installation": {"id": 42},`, "", 1), err: "no installation"},
+		{name: "pr opened", event: "pull_request", payload: prOpened, want: Trigger{
+			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 9, Action: "opened", HeadSHA: "abc123", HeadRef: "feature",
+		}},
+		{name: "pr from fork", event: "pull_request", payload: strings.Replace(prOpened, `"repo": {"full_name": "acme/app"}`, `"repo": {"full_name": "mallory/app"}`, 1), want: Trigger{
+			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 9, Action: "opened", HeadSHA: "abc123", HeadRef: "feature", Fork: true,
+		}},
+		{name: "pr closed", event: "pull_request", payload: strings.Replace(prOpened, `"opened"`, `"closed"`, 1), ignored: "pull_request closed"},
+		{name: "push", event: "push", payload: pushMain, want: Trigger{
+			Kind: TriggerPush, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", HeadSHA: "def456", HeadRef: "main",
+		}},
+		{name: "tag push", event: "push", payload: strings.Replace(pushMain, "refs/heads/main", "refs/tags/v1", 1), ignored: "not a branch"},
+		{name: "branch deleted", event: "push", payload: strings.Replace(pushMain, `"deleted": false`, `"deleted": true`, 1), ignored: "deleted"},
+		{name: "ping", event: "ping", payload: `{"zen": "Keep it logically awesome."}`, ignored: "ping"},
+		{name: "other event", event: "star", payload: `{}`, ignored: `"star"`},
+		{name: "broken json", event: "push", payload: `{"ref": `, err: "decode the push payload"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Decode(c.event, []byte(c.payload))
+			switch {
+			case c.ignored != "":
+				if !IsIgnored(err) || !strings.Contains(err.Error(), c.ignored) {
+					t.Fatalf("err = %v, want ignored: …%s…", err, c.ignored)
+				}
+			case c.err != "":
+				if err == nil || IsIgnored(err) || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want an error with %q", err, c.err)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(c.want, got); diff != "" {
+					t.Errorf("trigger (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecode feeds hostile payloads: Decode must return a trigger with its
+// identity filled in, or an error, and never panic.
+func FuzzDecode(f *testing.F) {
+	comment, err := os.ReadFile("testdata/issue_comment.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("issue_comment", string(comment))
+	f.Add("pull_request", prOpened)
+	f.Add("push", pushMain)
+	f.Add("push", `{"ref":"refs/heads/"}`)
+	f.Fuzz(func(t *testing.T, event, payload string) {
+		got, err := Decode(event, []byte(payload))
+		if err != nil {
+			return
+		}
+		if got.Kind == "" || got.InstallationID == 0 || got.Owner == "" || got.Repo == "" {
+			t.Fatalf("accepted trigger lacks its identity: %+v", got)
+		}
+		if got.Kind == TriggerComment && len(got.Commands)+len(got.Problems) == 0 {
+			t.Fatalf("comment trigger without commands: %+v", got)
+		}
+	})
+}
