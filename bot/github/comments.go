@@ -1,0 +1,187 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	gh "github.com/google/go-github/v62/github"
+)
+
+// MaxCommentBytes caps a comment body. GitHub's limit is 65,536 and
+// reports disagree on the unit; bytes are safe under every reading.
+const MaxCommentBytes = 65536
+
+// truncatedNote ends a comment cut to fit.
+const truncatedNote = "\n\n… (cut to fit GitHub's comment limit; the full text is on iterion's admin page)"
+
+// RetryLater is the error of a write GitHub asked us to repeat later (a
+// rate limit, an outage); After is how long to wait. The outbox worker
+// postpones the row by After instead of failing it.
+type RetryLater struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryLater) Error() string {
+	return fmt.Sprintf("%v (retry in %s)", e.Err, e.After.Round(time.Second))
+}
+
+func (e *RetryLater) Unwrap() error { return e.Err }
+
+// Commenter posts PR comments for the outbox worker. Each comment carries
+// a hidden marker with its outbox key, and Post looks for the marker
+// before writing, so a row performed just before a crash is not posted
+// twice. Writes to one installation are spaced by Pace (GitHub asks for at
+// least a second between mutative requests).
+type Commenter struct {
+	Client func(installationID int64) (*gh.Client, error)
+	Pace   time.Duration
+	// wait sleeps for d or until ctx ends; tests replace it to record the
+	// pacing instead of sleeping.
+	wait func(ctx context.Context, d time.Duration) error
+	now  func() time.Time
+
+	mu        sync.Mutex
+	nextWrite map[int64]time.Time
+}
+
+// NewCommenter returns a Commenter over the App's installations.
+func NewCommenter(client func(installationID int64) (*gh.Client, error)) *Commenter {
+	return &Commenter{Client: client, Pace: time.Second, wait: sleepCtx, now: time.Now, nextWrite: map[int64]time.Time{}}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Marker is the hidden line that identifies the comment of outbox key.
+func Marker(key string) string { return "<!-- iterion:" + key + " -->" }
+
+// CommentBody returns body with key's marker, cut to MaxCommentBytes on a
+// character boundary.
+func CommentBody(key, body string) string {
+	marker := "\n\n" + Marker(key)
+	if len(body)+len(marker) <= MaxCommentBytes {
+		return body + marker
+	}
+	cut := MaxCommentBytes - len(marker) - len(truncatedNote)
+	for cut > 0 && !utf8.RuneStart(body[cut]) {
+		cut--
+	}
+	return body[:cut] + truncatedNote + marker
+}
+
+// Post writes body as a comment on pull request pr of owner/repo, once per
+// key, and returns the comment's id.
+func (c *Commenter) Post(ctx context.Context, installationID int64, owner, repo string, pr int, key, body string) (int64, error) {
+	client, err := c.Client(installationID)
+	if err != nil {
+		return 0, err
+	}
+	if id, err := c.find(ctx, client, owner, repo, pr, key); err != nil || id != 0 {
+		return id, err
+	}
+	if err := c.pace(ctx, installationID); err != nil {
+		return 0, err
+	}
+	text := CommentBody(key, body)
+	cm, resp, err := client.Issues.CreateComment(ctx, owner, repo, pr, &gh.IssueComment{Body: &text})
+	if err != nil {
+		return 0, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
+	}
+	return cm.GetID(), nil
+}
+
+// find returns the id of the bot's comment carrying key's marker, 0 when
+// none.
+// The bot's comments are recent, so the pages are read newest first.
+func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo string, pr int, key string) (int64, error) {
+	marker := Marker(key)
+	opts := &gh.IssueListCommentsOptions{Sort: gh.String("created"), Direction: gh.String("desc"), ListOptions: gh.ListOptions{PerPage: 100}}
+	for {
+		cms, resp, err := client.Issues.ListComments(ctx, owner, repo, pr, opts)
+		if err != nil {
+			return 0, classify(fmt.Sprintf("listing the comments of %s/%s#%d", owner, repo, pr), resp, err)
+		}
+		for _, cm := range cms {
+			// Anyone can write a marker; only the App's own comments count,
+			// or a guessed key would silence the bot.
+			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), marker) {
+				return cm.GetID(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return 0, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// pace holds a write to an installation until Pace after the previous one.
+func (c *Commenter) pace(ctx context.Context, installationID int64) error {
+	c.mu.Lock()
+	now := c.now()
+	at := c.nextWrite[installationID]
+	if at.Before(now) {
+		at = now
+	}
+	c.nextWrite[installationID] = at.Add(c.Pace)
+	c.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		return c.wait(ctx, d)
+	}
+	return nil
+}
+
+// classify wraps an API error: rate limits and server errors become
+// *RetryLater with GitHub's own wait when it gives one; anything else (a
+// missing PR, a refused body) is permanent and named for the reader.
+func classify(what string, resp *gh.Response, err error) error {
+	var rl *gh.RateLimitError
+	var abuse *gh.AbuseRateLimitError
+	switch {
+	case errors.As(err, &rl):
+		return &RetryLater{After: max(time.Until(rl.Rate.Reset.Time), time.Second), Err: fmt.Errorf("%s: GitHub rate limit reached", what)}
+	case errors.As(err, &abuse):
+		after := time.Minute // GitHub: "wait for at least one minute"
+		if abuse.RetryAfter != nil {
+			after = max(*abuse.RetryAfter, time.Second)
+		}
+		return &RetryLater{After: after, Err: fmt.Errorf("%s: GitHub secondary rate limit reached", what)}
+	}
+	if resp != nil {
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			// go-github v62 does not map 429; read Retry-After here.
+			after := time.Minute
+			if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
+				after = time.Duration(s) * time.Second
+			}
+			return &RetryLater{After: after, Err: fmt.Errorf("%s: GitHub rate limit reached (429)", what)}
+		case resp.StatusCode >= 500:
+			return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("%s: GitHub answered %s", what, resp.Status)}
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var netErr interface{ Timeout() bool }
+	if resp == nil && errors.As(err, &netErr) {
+		return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
