@@ -25,7 +25,8 @@ type Trigger struct {
 	Sender string
 	// PR is the pull request's number (comment and pull_request).
 	PR int
-	// Action is the pull_request action (opened, synchronize, reopened).
+	// Action is the pull_request action (opened, synchronize, reopened,
+	// ready_for_review, labeled).
 	Action string
 	// HeadSHA and HeadRef are the PR head (pull_request) or, for a push,
 	// the pushed commit and branch (without refs/heads/).
@@ -129,7 +130,9 @@ func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
 
 func decodePullRequest(e *gh.PullRequestEvent) (Trigger, error) {
 	switch e.GetAction() {
-	case "opened", "synchronize", "reopened":
+	// The actions .iterion.yml can map to a workflow (repoconfig); the
+	// repository's configuration decides which of them start a run.
+	case "opened", "synchronize", "reopened", "ready_for_review", "labeled":
 	default:
 		return Trigger{}, ignored("pull_request %s", e.GetAction())
 	}

@@ -58,6 +58,10 @@ func TestDecode(t *testing.T) {
 			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
 			Sender: "ana", PR: 9, Action: "opened", HeadSHA: "abc123", HeadRef: "feature", Fork: true,
 		}},
+		{name: "pr ready for review", event: "pull_request", payload: strings.Replace(prOpened, `"opened"`, `"ready_for_review"`, 1), want: Trigger{
+			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 9, Action: "ready_for_review", HeadSHA: "abc123", HeadRef: "feature",
+		}},
 		{name: "pr closed", event: "pull_request", payload: strings.Replace(prOpened, `"opened"`, `"closed"`, 1), ignored: "pull_request closed"},
 		{name: "push", event: "push", payload: pushMain, want: Trigger{
 			Kind: TriggerPush, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
