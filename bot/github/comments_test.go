@@ -28,8 +28,11 @@ type commentServer struct {
 	refuse   func(w http.ResponseWriter) bool
 }
 
-func (s *commentServer) serve(t *testing.T) *gh.Client {
+func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Client {
 	mux := http.NewServeMux()
+	for _, f := range more {
+		f(mux)
+	}
 	mux.HandleFunc("GET /repos/acme/app/issues/7/comments", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -1,0 +1,372 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	gh "github.com/google/go-github/v62/github"
+
+	"github.com/iterion-bot/iterion/bot/repoconfig"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store"
+)
+
+// RunIndex is what the handler reads of runs and their questions.
+type RunIndex interface {
+	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
+	Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error)
+}
+
+// Launch asks for a run of a repository's workflow.
+type Launch struct {
+	InstallationID int64
+	Owner, Repo    string
+	PR             int
+	// Workflow is the name in .iterion.yml, Path its .bot file and Ref the
+	// commit the run works on.
+	Workflow, Path, Ref string
+	Vars                map[string]string
+	Actor               string
+	CommentID           int64
+	// Key identifies the request (the delivery and the command in it): a
+	// delivery handled again after a crash names the same key, and the
+	// launcher starts no second run for it.
+	Key string
+}
+
+// Actions are what the handler does to runs.
+type Actions interface {
+	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
+	Cancel(runID string) bool
+	// Launch starts a run and returns its id; errors a user can fix say
+	// what to fix.
+	Launch(ctx context.Context, l Launch) (string, error)
+}
+
+// Permissions answers who may act on a repository.
+type Permissions interface {
+	CanWrite(ctx context.Context, installationID int64, owner, repo, user string) (bool, error)
+}
+
+// Handler acts on GitHub deliveries: it decodes them, reads the
+// repository's .iterion.yml from the default branch, checks the sender's
+// permission live, does what the comment asks and replies on the PR. It
+// is the Worker's handle function.
+type Handler struct {
+	Client  func(installationID int64) (*gh.Client, error)
+	Perms   Permissions
+	Runs    RunIndex
+	Actions Actions
+	Replies *Commenter
+	Log     *slog.Logger
+}
+
+// Handle acts on one stored delivery. Errors are *RetryLater when GitHub
+// asked for patience; the worker records any other error on the delivery.
+func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
+	t, err := Decode(d.Event, d.Payload)
+	if IsIgnored(err) {
+		h.log().Debug("delivery ignored", "delivery", d.ID, "reason", err.(*Ignored).Reason)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if t.Kind == TriggerPush {
+		// .iterion.yml has no push triggers; schedules cover the branches.
+		h.log().Debug("push not configured to start runs", "delivery", d.ID, "repo", t.Owner+"/"+t.Repo)
+		return nil
+	}
+	client, err := h.Client(t.InstallationID)
+	if err != nil {
+		return err
+	}
+	cfg, _, err := FetchConfig(ctx, client, t.Owner, t.Repo, t.DefaultBranch)
+	var cfgErrs repoconfig.Errors
+	if errors.As(err, &cfgErrs) {
+		return h.reply(ctx, d, t, fmt.Sprintf("I cannot act on this: the repository's %s on `%s` has mistakes.\n\n```\n%s\n```", repoconfig.FileName, t.DefaultBranch, err))
+	}
+	if err != nil {
+		return err
+	}
+	if t.Kind == TriggerPullRequest {
+		return h.pullRequest(ctx, d, t, cfg)
+	}
+	if !cfg.CommentsEnabled() {
+		h.log().Debug("comment commands are off", "repo", t.Owner+"/"+t.Repo)
+		return nil
+	}
+	// One reply answers the whole comment, its parts in the comment's order.
+	var parts []string
+	for _, p := range t.Problems {
+		parts = append(parts, problemText(p))
+	}
+	for i, c := range t.Commands {
+		text, err := h.command(ctx, t, cfg, c, fmt.Sprintf("%s-%d", d.ID, i+1))
+		if err != nil {
+			return err
+		}
+		parts = append(parts, strings.TrimSpace(text))
+	}
+	return h.reply(ctx, d, t, strings.Join(parts, "\n\n"))
+}
+
+// pullRequest starts the workflow .iterion.yml maps the PR's action to.
+// A PR from a fork carries code the repository's owners have not
+// reviewed: it runs only when someone with write permission asks with
+// `/iterion run`, and the bot says so once per PR head.
+func (h *Handler) pullRequest(ctx context.Context, d store.Delivery, t Trigger, cfg *repoconfig.Config) error {
+	name := cfg.Triggers.PullRequest[t.Action]
+	if name == "" {
+		h.log().Debug("pull_request action not configured", "delivery", d.ID, "action", t.Action)
+		return nil
+	}
+	if t.Fork {
+		_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "fork-"+t.HeadSHA,
+			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer can start it with `/iterion run %s` after reading the change.", name, name))
+		return err
+	}
+	id, err := h.Actions.Launch(ctx, Launch{
+		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
+		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, Actor: t.Sender, Key: d.ID,
+	})
+	var user *LaunchError
+	if errors.As(err, &user) {
+		return h.reply(ctx, d, t,
+			fmt.Sprintf("workflow `%s` (on pull_request %s) could not start: %s", name, t.Action, user.Msg))
+	}
+	if err != nil {
+		return err
+	}
+	h.log().Info("run started", "run", id, "workflow", name, "repo", t.Owner+"/"+t.Repo, "pr", t.PR, "action", t.Action)
+	return nil
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+// reply posts the reply to delivery d; its outbox key comes from the
+// delivery, so a delivery handled again after a crash does not reply
+// twice.
+func (h *Handler) reply(ctx context.Context, d store.Delivery, t Trigger, text string) error {
+	key := "delivery-" + d.ID
+	body := fmt.Sprintf("@%s %s", t.Sender, text)
+	_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, key, body)
+	return err
+}
+
+func problemText(p Problem) string {
+	text := fmt.Sprintf("line %d: %s.", p.Line, p.Message)
+	if p.Suggestion != "" {
+		text += fmt.Sprintf(" Did you mean `%s`?", p.Suggestion)
+	}
+	if p.Help {
+		text += "\n\n" + HelpText
+	}
+	return text
+}
+
+// command does c and returns the reply. Only failures of GitHub itself
+// are errors; everything a user can get wrong is a reply saying what to fix.
+func (h *Handler) command(ctx context.Context, t Trigger, cfg *repoconfig.Config, c Command, key string) (string, error) {
+	switch c.Name {
+	case CmdHelp:
+		return HelpText, nil
+	case CmdStatus:
+		return h.status(ctx, t)
+	}
+	// run, answer and cancel change things: they need write permission
+	// (answer also admits the configured answerers), asked live.
+	ok, err := h.Perms.CanWrite(ctx, t.InstallationID, t.Owner, t.Repo, t.Sender)
+	if err != nil {
+		return "", err
+	}
+	if !ok && !(c.Name == CmdAnswer && slices.Contains(cfg.Answerers, t.Sender)) {
+		return fmt.Sprintf("`/iterion %s` needs write permission on %s/%s, which you do not have.", c.Name, t.Owner, t.Repo), nil
+	}
+	switch c.Name {
+	case CmdAnswer:
+		return h.answer(ctx, t, c)
+	case CmdCancel:
+		return h.cancel(ctx, t, c)
+	default:
+		return h.run(ctx, t, cfg, c, key)
+	}
+}
+
+// prRuns returns the runs started for t's pull request, newest first.
+func (h *Handler) prRuns(ctx context.Context, t Trigger) ([]*engine.Run, error) {
+	all, err := h.Runs.Runs(ctx, engine.RunFilter{})
+	if err != nil {
+		return nil, err
+	}
+	repo := t.Owner + "/" + t.Repo
+	var runs []*engine.Run
+	for _, r := range all {
+		if r.Trigger.Source == "github" && strings.EqualFold(r.Trigger.Repo, repo) && r.Trigger.PR == t.PR {
+			runs = append(runs, r)
+		}
+	}
+	slices.SortFunc(runs, func(a, b *engine.Run) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return runs, nil
+}
+
+func (h *Handler) status(ctx context.Context, t Trigger) (string, error) {
+	runs, err := h.prRuns(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	if len(runs) == 0 {
+		return "no iterion runs on this pull request yet; `/iterion run` starts one.", nil
+	}
+	var b strings.Builder
+	b.WriteString("iterion runs on this pull request:\n")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "- `%s` %s: %s\n", r.ID, r.Workflow, r.Status)
+		ixs, err := h.Runs.Interactions(ctx, r.ID)
+		if err != nil {
+			return "", err
+		}
+		for _, ix := range ixs {
+			if ix.Pending() && ix.Kind == engine.KindAsync {
+				fmt.Fprintf(&b, "  - open question `%s`: %s\n", ix.ID, oneLine(ix.Question(), 200))
+			}
+		}
+	}
+	return b.String(), nil
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
+
+func (h *Handler) answer(ctx context.Context, t Trigger, c Command) (string, error) {
+	runs, err := h.prRuns(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	// Only this PR's runs are searched: a comment elsewhere cannot answer
+	// another repository's question.
+	for _, r := range runs {
+		ixs, err := h.Runs.Interactions(ctx, r.ID)
+		if err != nil {
+			return "", err
+		}
+		for _, ix := range ixs {
+			if ix.ID != c.QuestionID {
+				continue
+			}
+			_, err := h.Actions.Answer(ctx, engine.AnswerRequest{RunID: r.ID, InteractionID: ix.ID, Text: c.Text, By: t.Sender, Via: "github"})
+			var already *engine.AlreadyAnsweredError
+			switch {
+			case errors.As(err, &already):
+				return fmt.Sprintf("question `%s` was already answered (%s); your answer was not used.", ix.ID, already.Error()), nil
+			case errors.Is(err, engine.ErrRunEnded):
+				return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", r.ID, ix.ID), nil
+			case errors.Is(err, engine.ErrNotAsync), errors.Is(err, engine.ErrEmptyAnswer):
+				return err.Error(), nil
+			case err != nil:
+				return "", err
+			}
+			return fmt.Sprintf("answer to `%s` recorded; the agent reads it at its next turn.", ix.ID), nil
+		}
+	}
+	return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", c.QuestionID), nil
+}
+
+func (h *Handler) cancel(ctx context.Context, t Trigger, c Command) (string, error) {
+	runs, err := h.prRuns(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range runs {
+		if c.RunID != "" && r.ID != c.RunID {
+			continue
+		}
+		if c.RunID == "" && r.Status.Terminal() {
+			continue
+		}
+		if r.Status.Terminal() {
+			return fmt.Sprintf("run `%s` already ended (%s).", r.ID, r.Status), nil
+		}
+		if !h.Actions.Cancel(r.ID) {
+			return fmt.Sprintf("run `%s` is not running in this server; it is %s.", r.ID, r.Status), nil
+		}
+		return fmt.Sprintf("run `%s` cancelled.", r.ID), nil
+	}
+	if c.RunID != "" {
+		return fmt.Sprintf("no run `%s` on this pull request; `/iterion status` lists them.", c.RunID), nil
+	}
+	return "no run in progress on this pull request.", nil
+}
+
+func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c Command, key string) (string, error) {
+	name := c.Workflow
+	if name == "" {
+		name = cfg.DefaultWorkflow
+	}
+	if name == "" {
+		return fmt.Sprintf("name a workflow (`/iterion run <workflow>`) or set `default_workflow` in %s.", repoconfig.FileName), nil
+	}
+	path, ok := cfg.Workflows[name]
+	if !ok {
+		names := make([]string, 0, len(cfg.Workflows))
+		for n := range cfg.Workflows {
+			names = append(names, "`"+n+"`")
+		}
+		slices.Sort(names)
+		if len(names) == 0 {
+			return fmt.Sprintf("no workflow `%s`: %s on `%s` lists no workflows.", name, repoconfig.FileName, t.DefaultBranch), nil
+		}
+		return fmt.Sprintf("no workflow `%s` in %s; the workflows are %s.", name, repoconfig.FileName, strings.Join(names, ", ")), nil
+	}
+	client, err := h.Client(t.InstallationID)
+	if err != nil {
+		return "", err
+	}
+	pr, resp, err := client.PullRequests.Get(ctx, t.Owner, t.Repo, t.PR)
+	if err != nil {
+		return "", classify(fmt.Sprintf("reading %s/%s#%d", t.Owner, t.Repo, t.PR), resp, err)
+	}
+	if pr.GetState() != "open" {
+		return "this pull request is closed; reopen it to run workflows on it.", nil
+	}
+	id, err := h.Actions.Launch(ctx, Launch{
+		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
+		Workflow: name, Path: path, Ref: pr.GetHead().GetSHA(), Vars: c.Vars,
+		Actor: t.Sender, CommentID: t.CommentID, Key: key,
+	})
+	if err != nil {
+		var user *LaunchError
+		if errors.As(err, &user) {
+			return fmt.Sprintf("could not start `%s`: %s", name, user.Msg), nil
+		}
+		return "", err
+	}
+	return fmt.Sprintf("started run `%s` of `%s` on %s.", id, name, shortSHA(pr.GetHead().GetSHA())), nil
+}
+
+// LaunchError is a launch failure the commenter can fix (a workflow that
+// does not compile, a missing file); Msg says what to fix.
+type LaunchError struct{ Msg string }
+
+func (e *LaunchError) Error() string { return e.Msg }
+
+func shortSHA(s string) string {
+	if len(s) > 7 {
+		return s[:7]
+	}
+	return s
+}
