@@ -29,6 +29,9 @@ type Delivery struct {
 	State      string    `json:"state"`
 	Error      string    `json:"error,omitempty"`
 	Attempts   int       `json:"attempts"`
+	// NextAt, when set, holds a delivery GitHub asked us to retry later
+	// back from the workers until then.
+	NextAt     time.Time `json:"next_at,omitzero"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
@@ -75,13 +78,14 @@ func (db *DB) RecordDelivery(ctx context.Context, d Delivery) (bool, error) {
 }
 
 // PendingDeliveries returns up to limit deliveries still to handle
-// (received), oldest first; limit <= 0 means all. Workers call it at start
-// to handle what was acknowledged before a crash.
+// (received, and due when postponed), oldest first; limit <= 0 means all.
+// Workers call it at start to handle what was acknowledged before a crash.
 func (db *DB) PendingDeliveries(ctx context.Context, limit int) ([]Delivery, error) {
 	var out []Delivery
+	now := db.now()
 	err := db.view(ctx, func(txn *tx) error {
 		return scan(txn, []byte("dlv/"), nil, func(_ []byte, d *Delivery) (bool, error) {
-			if d.State == DeliveryReceived {
+			if d.State == DeliveryReceived && !d.NextAt.After(now) {
 				out = append(out, *d)
 			}
 			return true, nil
@@ -120,6 +124,29 @@ func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr e
 	})
 	if err != nil {
 		return fmt.Errorf("finishing delivery %s/%s: %w", source, id, err)
+	}
+	return nil
+}
+
+// RetryDelivery postpones a delivery whose handling must be tried again
+// (GitHub rate-limited us, or was down): it stays received, counts the
+// attempt and its error, and is pending again from next.
+func (db *DB) RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error {
+	err := db.update(ctx, false, func(txn *tx) error {
+		var d Delivery
+		if err := get(txn, deliveryKey(source, id), &d); err != nil {
+			return err
+		}
+		d.Attempts++
+		d.UpdatedAt = db.now()
+		d.NextAt = next.UTC()
+		if handleErr != nil {
+			d.Error = handleErr.Error()
+		}
+		return put(txn, deliveryKey(source, id), &d)
+	})
+	if err != nil {
+		return fmt.Errorf("postponing delivery %s/%s: %w", source, id, err)
 	}
 	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/iterion-bot/iterion/engine"
 )
 
 func TestDeliveries(t *testing.T) {
@@ -56,5 +59,33 @@ func TestDeliveries(t *testing.T) {
 	}
 	if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1"}); err == nil {
 		t.Error("a delivery without id was accepted")
+	}
+}
+
+func TestRetryDelivery(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1", ID: "r", Event: "issue_comment"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RetryDelivery(ctx, "github/1", "r", time.Now().Add(time.Hour), errors.New("rate limited")); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := db.PendingDeliveries(ctx, 0); len(p) != 0 {
+		t.Fatalf("a postponed delivery is pending before its time: %+v", p)
+	}
+	if err := db.RetryDelivery(ctx, "github/1", "r", time.Now().Add(-time.Second), errors.New("rate limited again")); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := db.PendingDeliveries(ctx, 0)
+	if len(p) != 1 || p[0].Attempts != 2 || p[0].Error != "rate limited again" {
+		t.Fatalf("due delivery = %+v, want pending after 2 attempts with the last error", p)
+	}
+	if err := db.RetryDelivery(ctx, "github/1", "missing", time.Now(), nil); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("postponing an unknown delivery: %v", err)
 	}
 }

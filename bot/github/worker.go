@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,7 +14,12 @@ import (
 type deliveryQueue interface {
 	PendingDeliveries(ctx context.Context, limit int) ([]store.Delivery, error)
 	FinishDelivery(ctx context.Context, source, id string, handleErr error) error
+	RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error
 }
+
+// MaxAttempts bounds how often a delivery is tried when GitHub keeps
+// asking us to come back later; the last failure is recorded.
+const MaxAttempts = 5
 
 // Worker handles stored deliveries in a bounded pool. It reads them from
 // the store, not from the request that brought them, so a delivery
@@ -25,7 +31,7 @@ type Worker struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	// poll is the period of the safety re-scan; a missed wake-up costs at
-	// most this much latency.
+	// most this much latency, and postponed deliveries are picked up by it.
 	poll time.Duration
 
 	mu       sync.Mutex
@@ -100,6 +106,14 @@ func (w *Worker) Run(ctx context.Context) {
 				herr := w.handle(ctx, d)
 				if ctx.Err() != nil {
 					return // stopped: the delivery stays pending for the next start
+				}
+				var later *RetryLater
+				if errors.As(herr, &later) && d.Attempts+1 < MaxAttempts {
+					w.log.Warn("handling a delivery postponed", "delivery", d.ID, "event", d.Event, "retry_in", later.After, "err", herr)
+					if err := w.queue.RetryDelivery(context.WithoutCancel(ctx), d.Source, d.ID, time.Now().Add(later.After), herr); err != nil {
+						w.log.Error("postponing a delivery failed", "delivery", d.ID, "err", err)
+					}
+					return
 				}
 				if herr != nil {
 					w.log.Error("handling a delivery failed", "delivery", d.ID, "event", d.Event, "err", herr)
