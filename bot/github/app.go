@@ -21,8 +21,9 @@ type App struct {
 	baseURL string
 	rt      http.RoundTripper
 
-	mu      sync.Mutex
-	clients map[int64]*gh.Client
+	mu         sync.Mutex
+	clients    map[int64]*gh.Client
+	transports map[int64]*ghinstallation.Transport
 }
 
 // NewApp returns the App with id and private key (PEM). baseURL is the REST
@@ -46,7 +47,7 @@ func NewApp(id int64, privateKeyPEM []byte, baseURL string, rt http.RoundTripper
 	if _, err := ghinstallation.NewAppsTransport(rt, id, privateKeyPEM); err != nil {
 		return nil, fmt.Errorf("GitHub App private key (ITERION_GITHUB_PRIVATE_KEY): %w", err)
 	}
-	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, clients: map[int64]*gh.Client{}}, nil
+	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, clients: map[int64]*gh.Client{}, transports: map[int64]*ghinstallation.Transport{}}, nil
 }
 
 // Installation returns the API client acting as an installation.
@@ -65,7 +66,24 @@ func (a *App) Installation(installationID int64) (*gh.Client, error) {
 	base, _ := url.Parse(a.baseURL)
 	c.BaseURL = base
 	a.clients[installationID] = c
+	a.transports[installationID] = tr
 	return c, nil
+}
+
+// Token returns a current installation token, for git over HTTPS; it is
+// the cached one until it nears expiry.
+func (a *App) Token(ctx context.Context, installationID int64) (string, error) {
+	if _, err := a.Installation(installationID); err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	tr := a.transports[installationID]
+	a.mu.Unlock()
+	tok, err := tr.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("getting a token for installation %d: %w", installationID, err)
+	}
+	return tok, nil
 }
 
 // CanWrite reports whether user has write (or maintain, or admin)

@@ -67,6 +67,9 @@ func TestAppPermissions(t *testing.T) {
 			t.Errorf("CanWrite(%s) = %v, %v; want %v", user, got, err, want)
 		}
 	}
+	if tok, err := app.Token(ctx, 42); err != nil || tok != "ghs_test" {
+		t.Errorf("Token = %q, %v; want the installation token", tok, err)
+	}
 	if tokens.Load() != 1 {
 		t.Errorf("%d installation tokens requested, want 1 (cached)", tokens.Load())
 	}

@@ -26,7 +26,7 @@ func git(t *testing.T, dir string, args ...string) string {
 
 // gitServer serves a bare repository over git's smart HTTP protocol with
 // the real git http-backend, admitting only the installation token.
-func gitServer(t *testing.T, token string) (url, head, older string) {
+func gitServer(t *testing.T, token string, files map[string]string) (url, head, older string) {
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
 	git(t, root, "init", "-q", "-b", "main", work)
@@ -36,10 +36,17 @@ func gitServer(t *testing.T, token string) (url, head, older string) {
 	git(t, work, "add", ".")
 	git(t, work, "commit", "-qm", "one")
 	older = git(t, work, "rev-parse", "HEAD")
-	if err := os.WriteFile(filepath.Join(work, "README.md"), []byte("two\n"), 0o644); err != nil {
-		t.Fatal(err)
+	files["README.md"] = "two\n"
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	git(t, work, "commit", "-qam", "two")
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-qm", "two")
 	head = git(t, work, "rev-parse", "HEAD")
 	git(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "app.git"))
 	git(t, filepath.Join(root, "app.git"), "config", "uploadpack.allowAnySHA1InWant", "true")
@@ -63,7 +70,7 @@ func gitServer(t *testing.T, token string) (url, head, older string) {
 
 func TestCheckout(t *testing.T) {
 	const token = "ghs_secret_token_value"
-	url, head, older := gitServer(t, token)
+	url, head, older := gitServer(t, token, map[string]string{})
 	ctx := context.Background()
 
 	dir := filepath.Join(t.TempDir(), "ws")

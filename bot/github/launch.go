@@ -1,0 +1,132 @@
+package github
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// Launcher starts the runs the Handler asks for: it checks the commit out
+// into a workspace of the run's own, compiles the workflow file found
+// there and hands the run to Start.
+type Launcher struct {
+	// Token returns an installation token for the checkout.
+	Token func(ctx context.Context, installationID int64) (string, error)
+	// CloneURL returns the git URL of owner/repo.
+	CloneURL func(owner, repo string) string
+	// Workspaces is the directory the runs' workspaces are made in.
+	Workspaces string
+	// Exists reports whether a run id is taken.
+	Exists func(ctx context.Context, runID string) (bool, error)
+	// Start executes the run in the background.
+	Start func(req engine.StartRequest)
+}
+
+// RunID is the run id a launch key gives: the same request handled twice
+// names the same run.
+func RunID(owner, repo, key string) string {
+	sum := sha256.Sum256([]byte(owner + "/" + repo + "\x00" + key))
+	return "gh-" + hex.EncodeToString(sum[:10])
+}
+
+// Launch checks out l.Ref, compiles l.Path and starts the run, returning
+// its id. A launch whose key already started a run returns that run.
+func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
+	id := RunID(l.Owner, l.Repo, l.Key)
+	if ok, err := ln.Exists(ctx, id); err != nil || ok {
+		return id, err
+	}
+	rel, err := workflowPath(l.Path)
+	if err != nil {
+		return "", &LaunchError{Msg: err.Error()}
+	}
+	token, err := ln.Token(ctx, l.InstallationID)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(ln.Workspaces, 0o700); err != nil {
+		return "", fmt.Errorf("making the workspaces directory: %w", err)
+	}
+	dir := filepath.Join(ln.Workspaces, id)
+	// A checkout a crash interrupted is started again from nothing.
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("clearing workspace %s: %w", dir, err)
+	}
+	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, token); err != nil {
+		return "", err
+	}
+	src, err := readInRoot(dir, rel)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", &LaunchError{Msg: fmt.Sprintf("%s at %s: %v", l.Path, shortSHA(l.Ref), err)}
+	}
+	w, ds := dsl.CompileSource(rel, src)
+	if ds.HasErrors() {
+		os.RemoveAll(dir)
+		return "", &LaunchError{Msg: fmt.Sprintf("%s at %s does not compile:\n\n```\n%s```", l.Path, shortSHA(l.Ref), dsl.RenderString(ds, map[string][]byte{rel: src}))}
+	}
+	vars, err := engine.ResolveVars(w, l.Vars, "")
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", &LaunchError{Msg: err.Error()}
+	}
+	ln.Start(engine.StartRequest{
+		Workflow: w, RunID: id, Vars: vars,
+		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Actor: l.Actor},
+		Channels: []string{"github"},
+		WorkDir:  dir,
+		// The file inside the workspace, so a run a restart interrupted
+		// continues with the workflow it started with.
+		File: filepath.Join(dir, filepath.FromSlash(rel)),
+	})
+	return id, nil
+}
+
+// workflowPath checks a workflow path from .iterion.yml: relative, inside
+// the repository, a .bot or .iter file.
+func workflowPath(p string) (string, error) {
+	clean := path.Clean(p)
+	switch {
+	case p == "" || path.IsAbs(p) || clean == ".." || strings.HasPrefix(clean, "../"):
+		return "", fmt.Errorf("workflow path %q must be a file inside the repository", p)
+	case path.Ext(clean) != ".bot" && path.Ext(clean) != ".iter":
+		return "", fmt.Errorf("workflow path %q must name a .bot or .iter file", p)
+	}
+	return clean, nil
+}
+
+// readInRoot reads rel inside dir, refusing symlinks out of it, up to the
+// DSL's size limit.
+func readInRoot(dir, rel string) ([]byte, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(rel))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errors.New("no such file in the repository")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, dsl.MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > dsl.MaxFileSize {
+		return nil, fmt.Errorf("the file is larger than %d bytes", dsl.MaxFileSize)
+	}
+	return src, nil
+}

@@ -1,0 +1,103 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+const launchWorkflow = `vars:
+  depth: int = 1
+
+schema out:
+  text: string
+
+tool hello:
+  command: "echo '{\"text\": \"hi\"}'"
+  output: out
+
+workflow w:
+  entry: hello
+  hello -> done
+`
+
+func TestLauncher(t *testing.T) {
+	const token = "ghs_launch_token"
+	url, head, older := gitServer(t, token, map[string]string{
+		"workflows/review.bot": launchWorkflow,
+		"workflows/broken.bot": "agent x:\n  model: 3\n",
+		"notes.txt":            "not a workflow",
+	})
+	var started []engine.StartRequest
+	exists := map[string]bool{}
+	ln := &Launcher{
+		Token:      func(context.Context, int64) (string, error) { return token, nil },
+		CloneURL:   func(owner, repo string) string { return url },
+		Workspaces: filepath.Join(t.TempDir(), "workspaces"),
+		Exists:     func(_ context.Context, id string) (bool, error) { return exists[id], nil },
+		Start:      func(req engine.StartRequest) { started = append(started, req); exists[req.RunID] = true },
+	}
+	ctx := context.Background()
+	l := Launch{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
+		Ref: head, Vars: map[string]string{"depth": "3"}, Actor: "ana", CommentID: 1001, Key: "d1-1"}
+	id, err := ln.Launch(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != RunID("acme", "app", "d1-1") || !engine.ValidRunID(id) {
+		t.Errorf("run id %q", id)
+	}
+	if len(started) != 1 {
+		t.Fatalf("%d runs started", len(started))
+	}
+	req := started[0]
+	if req.Vars["depth"] != int64(3) && req.Vars["depth"] != 3 {
+		t.Errorf("vars = %v, want depth 3", req.Vars)
+	}
+	want := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, CommentID: 1001, Actor: "ana"}
+	if req.Trigger != want || len(req.Channels) != 1 || req.Channels[0] != "github" {
+		t.Errorf("trigger %+v channels %v", req.Trigger, req.Channels)
+	}
+	if b, err := os.ReadFile(req.File); err != nil || string(b) != launchWorkflow {
+		t.Errorf("File %s does not hold the workflow: %v", req.File, err)
+	}
+	if !strings.HasPrefix(req.File, req.WorkDir) {
+		t.Errorf("File %s is outside the workspace %s", req.File, req.WorkDir)
+	}
+
+	// The same key again (a redelivery) starts nothing new.
+	if again, err := ln.Launch(ctx, l); err != nil || again != id || len(started) != 1 {
+		t.Errorf("relaunch = %q, %v, %d started", again, err, len(started))
+	}
+
+	for _, c := range []struct {
+		name string
+		edit func(*Launch)
+		msg  string
+	}{
+		{"file missing at the commit", func(l *Launch) { l.Ref = older }, "workflows/review.bot at " + older[:7] + ": no such file in the repository"},
+		{"does not compile", func(l *Launch) { l.Path = "workflows/broken.bot" }, "does not compile"},
+		{"not a workflow file", func(l *Launch) { l.Path = "notes.txt" }, "must name a .bot or .iter file"},
+		{"escapes the repository", func(l *Launch) { l.Path = "../../etc/x.bot" }, "must be a file inside the repository"},
+		{"bad var", func(l *Launch) { l.Vars = map[string]string{"depth": "deep"} }, "depth"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := l
+			l.Key = c.name
+			c.edit(&l)
+			_, err := ln.Launch(ctx, l)
+			var le *LaunchError
+			if !errors.As(err, &le) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("err = %v, want a LaunchError with %q", err, c.msg)
+			}
+			if _, err := os.Stat(filepath.Join(ln.Workspaces, RunID("acme", "app", c.name))); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused launch left its workspace: %v", err)
+			}
+		})
+	}
+}
