@@ -26,9 +26,9 @@ type Delivery struct {
 	Event   string `json:"event"`
 	Payload []byte `json:"payload"`
 	// State is received until a worker has handled it, then done or failed.
-	State      string    `json:"state"`
-	Error      string    `json:"error,omitempty"`
-	Attempts   int       `json:"attempts"`
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+	Attempts int    `json:"attempts"`
 	// NextAt, when set, holds a delivery GitHub asked us to retry later
 	// back from the workers until then.
 	NextAt     time.Time `json:"next_at,omitzero"`

@@ -34,6 +34,11 @@ and runs until interrupted. It serves:
   /api/…                                the run and question API, when $ITERION_API_TOKEN
                                         is set (requests carry Authorization: Bearer <token>);
                                         POST /api/runs {"file_path", "vars", "run_id"} starts a run
+  POST /webhooks/github                 the GitHub App's webhooks, when $ITERION_GITHUB_APP_ID is
+                                        set (with $ITERION_GITHUB_WEBHOOK_SECRET and
+                                        $ITERION_GITHUB_PRIVATE_KEY, PEM text or a file path;
+                                        $ITERION_GITHUB_API_URL and $ITERION_GITHUB_URL for
+                                        GitHub Enterprise)
 
 on --addr (else $ITERION_ADDR, else :8080), and the same API without a token on the store's
 unix socket for other iterion commands on this machine. Runs a previous process left
@@ -64,11 +69,9 @@ type runGroup struct {
 
 func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if os.Getenv("ITERION_GITHUB_APP_ID") != "" {
-		if os.Getenv("ITERION_GITHUB_WEBHOOK_SECRET") == "" {
-			return errors.New("a GitHub App is configured (ITERION_GITHUB_APP_ID) but ITERION_GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret")
-		}
-		log.Warn("GitHub App handling is not part of this build yet: webhooks are not served")
+	ghCfg, withGitHub, err := githubFromEnv()
+	if err != nil {
+		return err
 	}
 	opts, err := engineOptions(nil)
 	if err != nil {
@@ -86,11 +89,20 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		}
 		return launchRun(o, runs, log, req)
 	}
-	o, err := becomeOwnerWith(dir, "iterion serve", opts, nil, io.Discard, launch)
+	var afterAnswer atomic.Pointer[func(context.Context, *engine.AnswerResult) bool]
+	after := func(ctx context.Context, res *engine.AnswerResult) bool {
+		if f := afterAnswer.Load(); f != nil {
+			return (*f)(ctx, res)
+		}
+		return false
+	}
+	o, err := becomeOwnerWith(dir, "iterion serve", opts, after, io.Discard, launch)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
+	resume := resumeReleased(o, runs, log)
+	afterAnswer.Store(&resume)
 	ready.Store(o)
 	recoverInterrupted(o, runs, log)
 
@@ -103,6 +115,15 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
+	if withGitHub {
+		// The worker stops with ctx, before the store closes.
+		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after)
+		if err != nil {
+			return err
+		}
+		defer func() { <-workerDone }()
+		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
+	}
 	if token := os.Getenv("ITERION_API_TOKEN"); token != "" {
 		mux.Handle("/api/", api.RequireToken(token, o.apiHandler))
 	} else {
@@ -193,7 +214,7 @@ func recoverInterrupted(o *owner, runs *runGroup, log *slog.Logger) {
 		}
 		log.Info("continuing an interrupted run", "run", r.ID)
 		runs.wg.Go(func() {
-			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, Via: "recovery"}); err != nil {
+			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: workDirOf(o, r), Via: "recovery"}); err != nil {
 				log.Error("continuing an interrupted run failed", "run", r.ID, "err", err)
 			}
 		})

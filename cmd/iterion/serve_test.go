@@ -96,6 +96,22 @@ func TestServeRefusesAppWithoutSecret(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, "ITERION_GITHUB_WEBHOOK_SECRET") {
 		t.Errorf("exit %d, %s", code, errOut)
 	}
+	t.Setenv("ITERION_GITHUB_WEBHOOK_SECRET", "s")
+	for value, want := range map[string]string{
+		"":                                "ITERION_GITHUB_PRIVATE_KEY is not set",
+		"/nonexistent/app.pem":            "ITERION_GITHUB_PRIVATE_KEY names a file that cannot be read",
+		"-----BEGIN RSA PRIVATE KEY-----": "ITERION_GITHUB_PRIVATE_KEY",
+	} {
+		t.Setenv("ITERION_GITHUB_PRIVATE_KEY", value)
+		code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
+		if code != exitError || !strings.Contains(errOut, want) {
+			t.Errorf("key %q: exit %d, %s; want %q", value, code, errOut, want)
+		}
+	}
+	t.Setenv("ITERION_GITHUB_APP_ID", "my-app")
+	if code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitError || !strings.Contains(errOut, "numeric id") {
+		t.Errorf("non-numeric app id: exit %d, %s", code, errOut)
+	}
 }
 
 func writeFileAt(path, content string) error {
