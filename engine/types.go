@@ -64,10 +64,12 @@ const (
 type Trigger struct {
 	// Source is cli, api, github, slack or cron.
 	Source string `json:"source"`
-	// Repo, PR and CommentID locate a GitHub trigger.
-	Repo      string `json:"repo,omitempty"`
-	PR        int    `json:"pr,omitempty"`
-	CommentID int64  `json:"comment_id,omitempty"`
+	// Repo, PR and CommentID locate a GitHub trigger, and Installation is
+	// the App installation that acts on the repository.
+	Repo         string `json:"repo,omitempty"`
+	PR           int    `json:"pr,omitempty"`
+	CommentID    int64  `json:"comment_id,omitempty"`
+	Installation int64  `json:"installation,omitempty"`
 	// Schedule names a cron schedule.
 	Schedule string `json:"schedule,omitempty"`
 	// Actor is who started the run, as the channel names them.

@@ -82,7 +82,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	}
 	ln.Start(engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
-		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Actor: l.Actor},
+		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, Actor: l.Actor},
 		Channels: []string{"github"},
 		WorkDir:  dir,
 		// The file inside the workspace, so a run a restart interrupted

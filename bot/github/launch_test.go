@@ -59,7 +59,7 @@ func TestLauncher(t *testing.T) {
 	if req.Vars["depth"] != int64(3) && req.Vars["depth"] != 3 {
 		t.Errorf("vars = %v, want depth 3", req.Vars)
 	}
-	want := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, CommentID: 1001, Actor: "ana"}
+	want := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, CommentID: 1001, Installation: 42, Actor: "ana"}
 	if req.Trigger != want || len(req.Channels) != 1 || req.Channels[0] != "github" {
 		t.Errorf("trigger %+v channels %v", req.Trigger, req.Channels)
 	}

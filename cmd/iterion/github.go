@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
@@ -119,9 +120,29 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
+	relay := ghbot.NewRelay(o.db, h.Replies, log)
+	wake := relay.Wake
+	wakeRelay.Store(&wake)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() { relay.Run(ctx) })
 	stopped := make(chan struct{})
-	go func() { defer close(stopped); w.Run(ctx) }()
+	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
+}
+
+// wakeRelay, once the GitHub relay runs, tells it the engine stored
+// something the outside world may need to hear (a question, an end).
+var wakeRelay atomic.Pointer[func()]
+
+func relayOnEvent(ev engine.Event) {
+	switch ev.Type {
+	case engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
+		engine.EventInteractionAnswered, engine.EventHumanInputRequested:
+		if f := wakeRelay.Load(); f != nil {
+			(*f)()
+		}
+	}
 }
 
 // workDirOf is where a run works: its own checkout for a GitHub run, the

@@ -78,6 +78,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		return err
 	}
 	opts.Logger = log
+	if withGitHub {
+		opts.OnEvent = relayOnEvent
+	}
 	// Runs outlive the requests that start them, but not the server.
 	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
 	// The API may be called before becomeOwnerWith returns.
