@@ -1,6 +1,10 @@
 package dsl
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/iterion-bot/iterion/internal/textdist"
+)
 
 // The property tables: which properties each declaration accepts. A
 // property marked false is an upstream property this implementation parses
@@ -106,34 +110,9 @@ func nearest(name string, candidates []string) string {
 		if diff := len(c) - len(name); diff >= bestD || -diff >= bestD {
 			continue // the distance is at least the difference in length
 		}
-		if d := editDistance(name, c); d < bestD {
+		if d := textdist.Distance(name, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, bounded in
-// cost by the short property names it is used on.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/iterion-bot/iterion/internal/textdist"
 )
 
 // Command names.
@@ -96,7 +98,7 @@ func ParseComment(body string) ([]Command, []Problem) {
 		}
 		word, rest := cutWord(trimmed)
 		if !strings.EqualFold(word, "/iterion") {
-			if strings.HasPrefix(word, "/") && editDistance(strings.ToLower(word), "/iterion") <= 2 && len(word) > 3 {
+			if strings.HasPrefix(word, "/") && textdist.Distance(strings.ToLower(word), "/iterion") <= 2 && len(word) > 3 {
 				problems = append(problems, Problem{Line: i + 1, Message: fmt.Sprintf("%q is not a command", word), Suggestion: "/iterion " + strings.TrimSpace(rest)})
 			}
 			continue
@@ -238,39 +240,9 @@ func validKey(k string) bool {
 func nearestCommand(verb string) string {
 	best, bestD := "", 3
 	for _, c := range commandNames {
-		if d := editDistance(verb, c); d < bestD && d <= len(c)/2 {
+		if d := textdist.Distance(verb, c); d < bestD && d <= len(c)/2 {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and swaps of two neighbours (the usual typo in
-// "rnu") each cost one.
-func editDistance(a, b string) int {
-	if len(a) > 32 || len(b) > 32 {
-		return 1 << 20
-	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

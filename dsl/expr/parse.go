@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/iterion-bot/iterion/internal/textdist"
 )
 
 // Parse limits.
@@ -703,7 +705,7 @@ func suggest(name string) string {
 	}
 	best, bestD := "", limit+1
 	for _, b := range builtinNames() {
-		d := editDistance(strings.ToLower(name), b)
+		d := textdist.Distance(strings.ToLower(name), b)
 		if d < bestD || (d == bestD && b < best) {
 			best, bestD = b, d
 		}
@@ -712,33 +714,4 @@ func suggest(name string) string {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the optimal-string-alignment distance between a and b:
-// insertions, deletions, substitutions and adjacent transpositions.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -1,0 +1,40 @@
+// Package textdist measures how far apart two short words are, for the
+// "did you mean" suggestions of the DSL compiler and the comment commands.
+package textdist
+
+// MaxLen is the longest word measured; longer words are Far from
+// everything, which bounds the cost on hostile input.
+const MaxLen = 64
+
+// Far is the distance of words too long to measure.
+const Far = 1 << 30
+
+// Distance is the optimal-string-alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of two neighbours (the
+// usual typo, as in "rnu") each cost one.
+func Distance(a, b string) int {
+	if len(a) > MaxLen || len(b) > MaxLen {
+		return Far
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
