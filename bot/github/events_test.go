@@ -121,3 +121,18 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeComment measures a comment delivery from its bytes to a
+// trigger with its parsed commands: the worker's cost before any API call.
+func BenchmarkDecodeComment(b *testing.B) {
+	payload, err := os.ReadFile("testdata/issue_comment.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		if _, err := Decode("issue_comment", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -69,8 +69,8 @@ type Handler struct {
 // asked for patience; the worker records any other error on the delivery.
 func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 	t, err := Decode(d.Event, d.Payload)
-	if IsIgnored(err) {
-		h.log().Debug("delivery ignored", "delivery", d.ID, "reason", err.(*Ignored).Reason)
+	if ig := (*Ignored)(nil); errors.As(err, &ig) {
+		h.log().Debug("delivery ignored", "delivery", d.ID, "reason", ig.Reason)
 		return nil
 	}
 	if err != nil {
