@@ -35,9 +35,12 @@ type Trigger struct {
 	// is not the repository owners' and runs only after approval.
 	Fork bool
 	// CommentID, Commands and Problems come from a comment.
-	CommentID int64
-	Commands  []Command
-	Problems  []Problem
+	CommentID   int64
+	CommentBody string
+	Commands    []Command
+	Problems    []Problem
+	// PullRequest is the pull request a pull_request event carries.
+	PullRequest *gh.PullRequest
 }
 
 // Ignored is the error of a delivery the bot has nothing to do with; its
@@ -124,6 +127,7 @@ func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
 	t.Sender = e.GetComment().GetUser().GetLogin()
 	t.PR = e.GetIssue().GetNumber()
 	t.CommentID = e.GetComment().GetID()
+	t.CommentBody = e.GetComment().GetBody()
 	t.Commands, t.Problems = cmds, problems
 	return t, nil
 }
@@ -141,6 +145,7 @@ func decodePullRequest(e *gh.PullRequestEvent) (Trigger, error) {
 		return Trigger{}, err
 	}
 	pr := e.GetPullRequest()
+	t.PullRequest = pr
 	t.Kind = TriggerPullRequest
 	t.Sender = e.GetSender().GetLogin()
 	t.PR = e.GetNumber()

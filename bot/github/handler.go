@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	gh "github.com/google/go-github/v62/github"
@@ -30,8 +31,12 @@ type Launch struct {
 	// commit the run works on.
 	Workflow, Path, Ref string
 	Vars                map[string]string
-	Actor               string
-	CommentID           int64
+	// Context is what the bot knows of the PR (repo, pr_number,
+	// head_sha, base_ref, pr_title, pr_body, comment_body); each is passed
+	// as a var when the workflow declares it and Vars do not set it.
+	Context   map[string]string
+	Actor     string
+	CommentID int64
 	// Key identifies the request (the delivery and the command in it): a
 	// delivery handled again after a crash names the same key, and the
 	// launcher starts no second run for it.
@@ -133,6 +138,7 @@ func (h *Handler) pullRequest(ctx context.Context, d store.Delivery, t Trigger, 
 	id, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
 		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, Actor: t.Sender, Key: d.ID,
+		Context: prContext(t, t.PullRequest),
 	})
 	var user *LaunchError
 	if errors.As(err, &user) {
@@ -346,7 +352,7 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 	id, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
 		Workflow: name, Path: path, Ref: pr.GetHead().GetSHA(), Vars: c.Vars,
-		Actor: t.Sender, CommentID: t.CommentID, Key: key,
+		Context: prContext(t, pr), Actor: t.Sender, CommentID: t.CommentID, Key: key,
 	})
 	if err != nil {
 		var user *LaunchError
@@ -356,6 +362,23 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 		return "", err
 	}
 	return fmt.Sprintf("started run `%s` of `%s` on %s.", id, name, shortSHA(pr.GetHead().GetSHA())), nil
+}
+
+// prContext is the PR's context vars; comment_body is the triggering
+// comment's, when a comment started the run.
+func prContext(t Trigger, pr *gh.PullRequest) map[string]string {
+	ctx := map[string]string{
+		"repo":      t.Owner + "/" + t.Repo,
+		"pr_number": strconv.Itoa(t.PR),
+		"head_sha":  pr.GetHead().GetSHA(),
+		"base_ref":  pr.GetBase().GetRef(),
+		"pr_title":  pr.GetTitle(),
+		"pr_body":   pr.GetBody(),
+	}
+	if t.Kind == TriggerComment {
+		ctx["comment_body"] = t.CommentBody
+	}
+	return ctx
 }
 
 // LaunchError is a launch failure the commenter can fix (a workflow that

@@ -81,7 +81,8 @@ func newHandler(t *testing.T) (*Handler, *commentServer, *fakeRuns) {
 			_ = json.NewEncoder(w).Encode(map[string]any{"permission": perm})
 		})
 		mux.HandleFunc("GET /repos/acme/app/pulls/7", func(w http.ResponseWriter, r *http.Request) {
-			_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": "open", "head": map[string]any{"sha": "abc1234567", "ref": "feature"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": "open", "title": "Add a README", "body": "Closes #3.",
+				"head": map[string]any{"sha": "abc1234567", "ref": "feature"}, "base": map[string]any{"ref": "main"}})
 		})
 	})
 	app := &App{clients: map[int64]*gh.Client{42: client}}
@@ -181,7 +182,9 @@ func TestHandlerEffects(t *testing.T) {
 		}
 	}
 	wantLaunch := []Launch{{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
-		Ref: "abc1234567", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "d1-1"}}
+		Ref: "abc1234567", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
+		Context: map[string]string{"repo": "acme/app", "pr_number": "7", "head_sha": "abc1234567", "base_ref": "main",
+			"pr_title": "Add a README", "pr_body": "Closes #3.", "comment_body": "/iterion run review depth=2"}}}
 	if diff := cmp.Diff(wantLaunch, runs.launches); diff != "" {
 		t.Errorf("launches (-want +got):\n%s", diff)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -75,7 +76,16 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		os.RemoveAll(dir)
 		return "", &LaunchError{Msg: fmt.Sprintf("%s at %s does not compile:\n\n```\n%s```", l.Path, shortSHA(l.Ref), dsl.RenderString(ds, map[string][]byte{rel: src}))}
 	}
-	vars, err := engine.ResolveVars(w, l.Vars, "")
+	given := maps.Clone(l.Vars)
+	if given == nil {
+		given = map[string]string{}
+	}
+	for k, v := range l.Context {
+		if _, set := given[k]; !set && w.Var(k) != nil {
+			given[k] = v
+		}
+	}
+	vars, err := engine.ResolveVars(w, given, "")
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", &LaunchError{Msg: err.Error()}

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 const launchWorkflow = `vars:
   depth: int = 1
+  pr_title: string = ""
+  pr_number: int = 0
 
 schema out:
   text: string
@@ -44,7 +47,11 @@ func TestLauncher(t *testing.T) {
 	}
 	ctx := context.Background()
 	l := Launch{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
-		Ref: head, Vars: map[string]string{"depth": "3"}, Actor: "ana", CommentID: 1001, Key: "d1-1"}
+		Ref: head, Vars: map[string]string{"depth": "3"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
+		// pr_title and pr_number are declared; comment_body is not, and is
+		// not passed; pr_number set by the commenter wins over the context.
+		Context: map[string]string{"pr_title": "Add a README", "pr_number": "7", "comment_body": "/iterion run"}}
+	l.Vars["pr_number"] = "8"
 	id, err := ln.Launch(ctx, l)
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +63,11 @@ func TestLauncher(t *testing.T) {
 		t.Fatalf("%d runs started", len(started))
 	}
 	req := started[0]
-	if req.Vars["depth"] != int64(3) && req.Vars["depth"] != 3 {
-		t.Errorf("vars = %v, want depth 3", req.Vars)
+	if fmt.Sprint(req.Vars["depth"]) != "3" || req.Vars["pr_title"] != "Add a README" || fmt.Sprint(req.Vars["pr_number"]) != "8" {
+		t.Errorf("vars = %v, want depth 3, the PR title and pr_number 8", req.Vars)
+	}
+	if _, ok := req.Vars["comment_body"]; ok {
+		t.Errorf("an undeclared context var was passed: %v", req.Vars)
 	}
 	want := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, CommentID: 1001, Installation: 42, Actor: "ana"}
 	if req.Trigger != want || len(req.Channels) != 1 || req.Channels[0] != "github" {
