@@ -106,6 +106,24 @@ func (c *Commenter) Post(ctx context.Context, installationID int64, owner, repo 
 	return cm.GetID(), nil
 }
 
+// React adds a reaction (GitHub's content names: "eyes", "+1", …) to an
+// issue or PR comment. GitHub keeps one reaction of a kind per user, so
+// reacting again is harmless.
+func (c *Commenter) React(ctx context.Context, installationID int64, owner, repo string, commentID int64, content string) error {
+	client, err := c.Client(installationID)
+	if err != nil {
+		return err
+	}
+	if err := c.pace(ctx, installationID); err != nil {
+		return err
+	}
+	_, resp, err := client.Reactions.CreateIssueCommentReaction(ctx, owner, repo, commentID, content)
+	if err != nil {
+		return classify(fmt.Sprintf("reacting to comment %d on %s/%s", commentID, owner, repo), resp, err)
+	}
+	return nil
+}
+
 // find returns the id of the bot's comment carrying key's marker, 0 when
 // none.
 // The bot's comments are recent, so the pages are read newest first.

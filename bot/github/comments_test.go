@@ -22,10 +22,11 @@ import (
 // the comments of acme/app#7, pages them newest first like the real API
 // with sort=created&direction=desc, and can be told to refuse writes.
 type commentServer struct {
-	mu       sync.Mutex
-	comments []*gh.IssueComment
-	posts    int
-	refuse   func(w http.ResponseWriter) bool
+	mu        sync.Mutex
+	comments  []*gh.IssueComment
+	posts     int
+	reactions []string // "<comment id>:<content>"
+	refuse    func(w http.ResponseWriter) bool
 }
 
 func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Client {
@@ -55,6 +56,18 @@ func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Cl
 			w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, next.RequestURI()))
 		}
 		_ = json.NewEncoder(w).Encode(desc[lo:hi])
+	})
+	mux.HandleFunc("POST /repos/acme/app/issues/comments/{id}/reactions", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var in struct{ Content string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.reactions = append(s.reactions, r.PathValue("id")+":"+in.Content)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id": 1, "content": "` + in.Content + `"}`))
 	})
 	mux.HandleFunc("POST /repos/acme/app/issues/7/comments", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

@@ -105,6 +105,12 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		h.log().Debug("comment commands are off", "repo", t.Owner+"/"+t.Repo)
 		return nil
 	}
+	// 👀 says the bot saw the commands, before the work they ask for.
+	if len(t.Commands) > 0 {
+		if err := h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "eyes"); err != nil {
+			return err
+		}
+	}
 	// One reply answers the whole comment, its parts in the comment's order.
 	var parts []string
 	for _, p := range t.Problems {

@@ -149,6 +149,11 @@ func TestHandlerComments(t *testing.T) {
 			if len(cs.comments) != 1 {
 				t.Fatalf("%d replies, want one", len(cs.comments))
 			}
+			// Commands get 👀 on the comment; a comment of typos only does not.
+			commands := !strings.Contains(c.name, "typo") || strings.Contains(c.name, "commands")
+			if got := len(cs.reactions) == 1 && cs.reactions[0] == "1001:eyes"; got != commands {
+				t.Errorf("reactions %v, want 👀 %v", cs.reactions, commands)
+			}
 			for _, want := range c.reply {
 				if got := cs.comments[0].GetBody(); !strings.Contains(got, want) {
 					t.Errorf("reply = %q, want it to contain %q", got, want)

@@ -109,6 +109,14 @@ func TestServeGitHub(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"id": 5001}`))
 	}))
+	reactions := make(chan string, 10)
+	mux.HandleFunc("POST /repos/acme/app/issues/comments/1001/reactions", auth(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ Content string }
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		reactions <- in.Content
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id": 1}`))
+	}))
 	mux.HandleFunc("/git/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token)) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
@@ -172,6 +180,14 @@ func TestServeGitHub(t *testing.T) {
 		t.Fatalf("webhook = %d", resp.StatusCode)
 	}
 
+	select {
+	case r := <-reactions:
+		if r != "eyes" {
+			t.Errorf("reaction %q, want eyes", r)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no reaction to the command")
+	}
 	var reply string
 	select {
 	case reply = <-replies:
