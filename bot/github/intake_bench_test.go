@@ -1,0 +1,88 @@
+package github
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iterion-bot/iterion/store"
+)
+
+// BenchmarkIntakeLoad drives the webhook intake over loopback HTTP as
+// GitHub would at a burst: 200 connections at once, each delivery signed,
+// stored synced on a Badger store on disk (Badger's default memory, as in
+// serve) and acknowledged. It reports deliveries per second and the
+// 50th and 99th percentiles of the acknowledgement latency.
+func BenchmarkIntakeLoad(b *testing.B) {
+	db, err := store.Open(b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	intake := NewIntake("123", []byte("s3cret"), db, nil, func() {})
+	srv := httptest.NewServer(intake)
+	defer srv.Close()
+	payload, err := os.ReadFile("testdata/issue_comment.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig := Sign([]byte("s3cret"), payload)
+	const conns = 200
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range conns {
+		wg.Go(func() {
+			var mine []time.Duration
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					break
+				}
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%d-%d", b.N, n))
+				req.Header.Set("X-GitHub-Event", "issue_comment")
+				req.Header.Set("X-Hub-Signature-256", sig)
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp.Body.Close()
+				mine = append(mine, time.Since(t0))
+				if resp.StatusCode != http.StatusAccepted {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
