@@ -31,6 +31,8 @@ func newServeCmd() *cobra.Command {
 and runs until interrupted. It serves:
 
   /healthz, /readyz                     liveness and readiness
+  /metrics                              Prometheus metrics: runs by status, pending deliveries,
+                                        outbox rows, the Go runtime
   /api/…                                the run and question API, when $ITERION_API_TOKEN
                                         is set (requests carry Authorization: Bearer <token>);
                                         POST /api/runs {"file_path", "vars", "run_id"} starts a run
@@ -111,6 +113,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("GET /metrics", metricsHandler(o.db, log))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := o.db.Runs(r.Context(), engine.RunFilter{Limit: 1}); err != nil {
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)

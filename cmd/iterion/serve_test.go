@@ -83,6 +83,17 @@ func TestServe(t *testing.T) {
 		_, run := call("GET", "/api/runs/api-1", "tok", "")
 		status, _ = run["status"].(string)
 	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`iterion_runs{status="finished"} 1`, `iterion_runs{status="running"} 0`, "iterion_deliveries_pending 0", "iterion_outbox_rows 0", "go_goroutines"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Errorf("serve exited %d", code)
