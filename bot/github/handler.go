@@ -176,7 +176,7 @@ func (h *Handler) reply(ctx context.Context, d store.Delivery, t Trigger, text s
 }
 
 func problemText(p Problem) string {
-	text := fmt.Sprintf("line %d: %s.", p.Line, p.Message)
+	text := fmt.Sprintf("line %d: %s.", p.Line, Disarm(p.Message))
 	if p.Suggestion != "" {
 		text += fmt.Sprintf(" Did you mean `%s`?", p.Suggestion)
 	}
@@ -249,7 +249,7 @@ func (h *Handler) status(ctx context.Context, t Trigger) (string, error) {
 		}
 		for _, ix := range ixs {
 			if ix.Pending() && ix.Kind == engine.KindAsync {
-				fmt.Fprintf(&b, "  - open question `%s`: %s\n", ix.ID, oneLine(ix.Question(), 200))
+				fmt.Fprintf(&b, "  - open question `%s`: %s\n", ix.ID, Disarm(oneLine(ix.Question(), 200)))
 			}
 		}
 	}

@@ -137,6 +137,7 @@ func TestHandlerComments(t *testing.T) {
 		{"cancel", "ana", "/iterion cancel", []string{"run `r1` cancelled."}},
 		{"cancel ended run", "ana", "/iterion cancel r0", []string{"run `r0` already ended (finished)."}},
 		{"typo", "bo", "/iterion stauts", []string{"line 1: unknown command \"stauts\". Did you mean `/iterion status`?"}},
+		{"typo echoed without mentions", "bo", "/iterion @acme/everyone", []string{"@\u200bacme/everyone"}},
 		{"two commands and a typo", "ana", "/iterion help\n/iterion rnu\n/iterion status", []string{"line 2: unknown command \"rnu\"", "iterion commands", "iterion runs on this pull request"}},
 	}
 	for _, c := range cases {

@@ -180,17 +180,23 @@ func commentFor(row engine.OutboxRow, run *engine.Run, ix *engine.Interaction) s
 			text += " [" + p.Code + "]"
 		}
 		if p.Error != "" {
-			text += ":\n\n```\n" + oneLine(p.Error, 2000) + "\n```"
+			text += ":\n\n```\n" + oneLine(Disarm(p.Error), 2000) + "\n```"
 		}
 		return text
 	}
 	return ""
 }
 
+// Disarm keeps text that others wrote (a comment's words echoed back, an
+// agent's question, an answer from Slack) from mentioning people or teams
+// in the bot's comments: a zero-width space after each @ leaves it
+// readable but not a mention.
+func Disarm(text string) string { return strings.ReplaceAll(text, "@", "@\u200b") }
+
 // quote renders text as a Markdown quote, so a question cannot pose as
-// the bot's own words or as a command.
+// the bot's own words or as a command, and with its mentions disarmed.
 func quote(text string) string {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
+	lines := strings.Split(strings.TrimSpace(Disarm(text)), "\n")
 	for i, l := range lines {
 		lines[i] = "> " + l
 	}

@@ -128,6 +128,10 @@ func TestCommentForQuestion(t *testing.T) {
 	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); got != "Question `r1_draft_async_1` was answered by ana (via slack):\n\n> MIT" {
 		t.Errorf("answer comment = %q", got)
 	}
+	ix.Answers = map[string]any{engine.QuestionKey: "ask @acme/everyone"}
+	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); strings.Contains(got, "@acme") {
+		t.Errorf("an answer's mention reaches the comment: %q", got)
+	}
 	ix.Via = "github"
 	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); got != "" {
 		t.Errorf("an answer given on GitHub is echoed: %q", got)
