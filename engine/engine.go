@@ -133,7 +133,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	} else if !ValidRunID(id) {
 		return nil, fmt.Errorf("invalid run id %q: use 1 to 64 of a-z, 0-9 and -", id)
 	}
-	if err := e.preflight(w); err != nil {
+	if err := e.Preflight(w); err != nil {
 		return nil, err
 	}
 	// Vars not given take their defaults; a var without one must be given.
@@ -218,10 +218,11 @@ func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[s
 	return out, nil
 }
 
-// preflight asks the backends of the workflow's model nodes whether they
+// Preflight asks the backends of the workflow's model nodes whether they
 // can serve them, so that a missing API key is reported before any node
-// runs.
-func (e *Engine) preflight(w *dsl.Workflow) error {
+// runs. Start calls it; launchers that start runs in the background call
+// it first, to report the problem to whoever asked.
+func (e *Engine) Preflight(w *dsl.Workflow) error {
 	var problems []string
 	seen := map[string]bool{}
 	for _, n := range w.Nodes {

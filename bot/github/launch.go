@@ -29,6 +29,9 @@ type Launcher struct {
 	Workspaces string
 	// Exists reports whether a run id is taken.
 	Exists func(ctx context.Context, runID string) (bool, error)
+	// Check, when set, tells whether this server can run the workflow (its
+	// backends and their keys) before the run is started in the background.
+	Check func(w *dsl.Workflow) error
 	// Start executes the run in the background.
 	Start func(req engine.StartRequest)
 }
@@ -89,6 +92,12 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", &LaunchError{Msg: err.Error()}
+	}
+	if ln.Check != nil {
+		if err := ln.Check(w); err != nil {
+			os.RemoveAll(dir)
+			return "", &LaunchError{Msg: "this server cannot run it: " + err.Error()}
+		}
 	}
 	ln.Start(engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,

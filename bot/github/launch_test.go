@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -35,6 +36,7 @@ func TestLauncher(t *testing.T) {
 		"workflows/review.bot": launchWorkflow,
 		"workflows/broken.bot": "agent x:\n  model: 3\n",
 		"notes.txt":            "not a workflow",
+		"workflows/model.bot":  "schema out:\n  text: string\nagent a:\n  model: \"anthropic/x\"\n  output: out\nworkflow m:\n  entry: a\n  a -> done\n",
 	})
 	var started []engine.StartRequest
 	exists := map[string]bool{}
@@ -43,7 +45,16 @@ func TestLauncher(t *testing.T) {
 		CloneURL:   func(owner, repo string) string { return url },
 		Workspaces: filepath.Join(t.TempDir(), "workspaces"),
 		Exists:     func(_ context.Context, id string) (bool, error) { return exists[id], nil },
-		Start:      func(req engine.StartRequest) { started = append(started, req); exists[req.RunID] = true },
+		// Like the engine's preflight on a server without model keys.
+		Check: func(w *dsl.Workflow) error {
+			for _, n := range w.Nodes {
+				if n.LLM != nil {
+					return fmt.Errorf("node %s: ANTHROPIC_API_KEY is not set", n.ID)
+				}
+			}
+			return nil
+		},
+		Start: func(req engine.StartRequest) { started = append(started, req); exists[req.RunID] = true },
 	}
 	ctx := context.Background()
 	l := Launch{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
@@ -95,6 +106,7 @@ func TestLauncher(t *testing.T) {
 		{"not a workflow file", func(l *Launch) { l.Path = "notes.txt" }, "must name a .bot or .iter file"},
 		{"escapes the repository", func(l *Launch) { l.Path = "../../etc/x.bot" }, "must be a file inside the repository"},
 		{"bad var", func(l *Launch) { l.Vars = map[string]string{"depth": "deep"} }, "depth"},
+		{"server cannot run it", func(l *Launch) { l.Path, l.Vars = "workflows/model.bot", nil }, "this server cannot run it: node a: ANTHROPIC_API_KEY is not set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := l

@@ -102,6 +102,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 			}
 			return err == nil, err
 		},
+		Check: o.engine.Preflight,
 		Start: func(req engine.StartRequest) {
 			runs.wg.Go(func() {
 				if _, err := o.engine.Start(runs.ctx, req); err != nil {

@@ -191,6 +191,10 @@ func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest
 	if _, err := o.db.Run(context.Background(), id); err == nil {
 		return nil, bad("run %s already exists", id)
 	}
+	// Reported to the caller now, not logged after a 201.
+	if err := o.engine.Preflight(w); err != nil {
+		return nil, bad("%s cannot run on this server: %v", path, err)
+	}
 	runs.wg.Go(func() {
 		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api"}, File: path}); err != nil {
 			log.Error("starting a run failed", "run", id, "err", err)

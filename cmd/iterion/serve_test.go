@@ -24,6 +24,8 @@ func TestServe(t *testing.T) {
 		}
 	}
 	writeAt("w.bot", "vars:\n  n: int\ncompute c:\n  expr:\n    x: \"vars.n + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	writeAt("m.bot", "schema out:\n  text: string\nagent a:\n  model: \"anthropic/claude-x\"\n  output: out\nworkflow m:\n  entry: a\n  a -> done\n")
+	t.Setenv("ANTHROPIC_API_KEY", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
@@ -65,6 +67,9 @@ func TestServe(t *testing.T) {
 	}
 	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot"}`); code != 400 || !strings.Contains(out["error"].(string), `missing var "n"`) {
 		t.Errorf("launch without the var = %d %v", code, out)
+	}
+	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "m.bot"}`); code != 400 || !strings.Contains(out["error"].(string), "cannot run on this server") {
+		t.Errorf("launch of a workflow the server has no model key for = %d %v", code, out)
 	}
 	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "../x.bot"}`); code != 400 || !strings.Contains(out["error"].(string), "relative") {
 		t.Errorf("launch outside = %d %v", code, out)
