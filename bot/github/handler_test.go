@@ -67,11 +67,11 @@ func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	return fmt.Sprintf("run-%d", len(f.launches)), nil
 }
 
-func newHandler(t *testing.T) (*Handler, *commentServer, *fakeRuns) {
+func newHandler(t *testing.T, config string) (*Handler, *commentServer, *fakeRuns) {
 	cs := &commentServer{}
 	client := cs.serve(t, func(mux *http.ServeMux) {
 		mux.HandleFunc("GET /repos/acme/app/contents/.iterion.yml", func(w http.ResponseWriter, r *http.Request) {
-			_ = json.NewEncoder(w).Encode(map[string]any{"type": "file", "size": len(handlerConfig), "encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(handlerConfig))})
+			_ = json.NewEncoder(w).Encode(map[string]any{"type": "file", "size": len(config), "encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(config))})
 		})
 		mux.HandleFunc("GET /repos/acme/app/collaborators/{user}/permission", func(w http.ResponseWriter, r *http.Request) {
 			perm := map[string]string{"ana": "write"}[r.PathValue("user")]
@@ -142,7 +142,7 @@ func TestHandlerComments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h, cs, runs := newHandler(t)
+			h, cs, runs := newHandler(t, handlerConfig)
 			d := commentDelivery(t, "d1", c.sender, c.body)
 			if err := h.Handle(context.Background(), d); err != nil {
 				t.Fatal(err)
@@ -176,7 +176,7 @@ func TestHandlerComments(t *testing.T) {
 }
 
 func TestHandlerEffects(t *testing.T) {
-	h, _, runs := newHandler(t)
+	h, _, runs := newHandler(t, handlerConfig)
 	ctx := context.Background()
 	for i, d := range []store.Delivery{
 		commentDelivery(t, "d1", "ana", "/iterion run review depth=2"),
@@ -204,7 +204,7 @@ func TestHandlerEffects(t *testing.T) {
 }
 
 func TestHandlerPullRequest(t *testing.T) {
-	h, cs, runs := newHandler(t)
+	h, cs, runs := newHandler(t, handlerConfig)
 	ctx := context.Background()
 	pr := strings.ReplaceAll(prOpened, `"number": 9`, `"number": 7`)
 	if err := h.Handle(ctx, store.Delivery{ID: "p1", Event: "pull_request", Payload: []byte(pr)}); err != nil {
@@ -229,5 +229,31 @@ func TestHandlerPullRequest(t *testing.T) {
 	}
 	if len(cs.comments) != 1 || !strings.Contains(cs.comments[0].GetBody(), "comes from a fork") {
 		t.Errorf("fork replies = %d, want 1 explaining the approval", len(cs.comments))
+	}
+}
+
+// A repository whose .iterion.yml has mistakes gets them on the PR, at
+// their lines, instead of silence; one with comments off gets nothing.
+func TestHandlerConfigMistakes(t *testing.T) {
+	h, cs, runs := newHandler(t, "workflows:\n  review: workflows/review.bot\nconcurency: reject\n")
+	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion run review")); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.comments) != 1 {
+		t.Fatalf("%d replies, want one", len(cs.comments))
+	}
+	if got := cs.comments[0].GetBody(); !strings.Contains(got, "has mistakes") || !strings.Contains(got, ".iterion.yml:3:1:") {
+		t.Errorf("reply %q, want the positioned mistake", got)
+	}
+	if len(runs.launches) != 0 {
+		t.Errorf("a run started under a broken configuration")
+	}
+
+	h, cs, runs = newHandler(t, "workflows:\n  review: workflows/review.bot\ntriggers:\n  comments: false\n")
+	if err := h.Handle(context.Background(), commentDelivery(t, "d2", "ana", "/iterion run review")); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.comments)+len(cs.reactions)+len(runs.launches) != 0 {
+		t.Errorf("comments off, yet %d replies, %d reactions, %d launches", len(cs.comments), len(cs.reactions), len(runs.launches))
 	}
 }
