@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"sync/atomic"
 
 	ghbot "github.com/iterion-bot/iterion/bot/github"
-	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -86,7 +86,9 @@ func (a githubActions) Launch(ctx context.Context, l ghbot.Launch) (string, erro
 
 // serveGitHub mounts the App's webhook endpoint and starts the worker that
 // acts on the deliveries; the worker stops with ctx.
-func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup, log *slog.Logger, mux *http.ServeMux, after func(context.Context, *engine.AnswerResult) bool) (done <-chan struct{}, err error) {
+// wakeRelay receives the relay's wake-up for the engine's event hook.
+func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup, log *slog.Logger, mux *http.ServeMux,
+	after func(context.Context, *engine.AnswerResult) bool, wakeRelay *atomic.Pointer[func()]) (done <-chan struct{}, err error) {
 	app, err := ghbot.NewApp(cfg.appID, cfg.key, cfg.apiURL, nil)
 	if err != nil {
 		return nil, err
@@ -94,7 +96,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	launcher := &ghbot.Launcher{
 		Token:      app.Token,
 		CloneURL:   func(owner, repo string) string { return cfg.gitURL + "/" + owner + "/" + repo + ".git" },
-		Workspaces: filepath.Join(o.dir, "workspaces"),
+		Workspaces: workspacesDir(o),
 		Exists: func(ctx context.Context, id string) (bool, error) {
 			_, err := o.db.Run(ctx, id)
 			if errors.Is(err, engine.ErrNotFound) {
@@ -124,6 +126,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	relay := ghbot.NewRelay(o.db, h.Replies, log)
 	wake := relay.Wake
 	wakeRelay.Store(&wake)
+
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
 	wg.Go(func() { relay.Run(ctx) })
@@ -132,25 +135,29 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	return stopped, nil
 }
 
-// wakeRelay, once the GitHub relay runs, tells it the engine stored
-// something the outside world may need to hear (a question, an end).
-var wakeRelay atomic.Pointer[func()]
-
-func relayOnEvent(ev engine.Event) {
-	switch ev.Type {
-	case engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
-		engine.EventInteractionAnswered, engine.EventHumanInputRequested:
-		if f := wakeRelay.Load(); f != nil {
-			(*f)()
+// relayOnEvent is the engine's event hook while a relay may run: events
+// that come with outbox rows (a question, an answer, a pause, an end) wake
+// the relay stored in wake, once it runs.
+func relayOnEvent(wake *atomic.Pointer[func()]) func(engine.Event) {
+	return func(ev engine.Event) {
+		switch ev.Type {
+		case engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
+			engine.EventInteractionAnswered, engine.EventHumanInputRequested:
+			if f := wake.Load(); f != nil {
+				(*f)()
+			}
 		}
 	}
 }
+
+// workspacesDir holds the checkouts of GitHub runs, one per run id.
+func workspacesDir(o *owner) string { return filepath.Join(o.dir, "workspaces") }
 
 // workDirOf is where a run works: its own checkout for a GitHub run, the
 // server's directory otherwise.
 func workDirOf(o *owner, r *engine.Run) string {
 	if r.Trigger.Source == "github" {
-		return filepath.Join(o.dir, "workspaces", r.ID)
+		return filepath.Join(workspacesDir(o), r.ID)
 	}
 	return ""
 }
@@ -178,16 +185,10 @@ func resumeReleased(o *owner, runs *runGroup, log *slog.Logger) func(context.Con
 			log.Error("reading a released run failed", "run", runID, "err", err)
 			return false
 		}
-		src, err := readWorkflow(r.File)
+		w, err := loadWorkflow(io.Discard, r.File)
 		if err != nil {
 			release()
-			log.Error("a released run cannot resume: its workflow is unreadable", "run", runID, "file", r.File, "err", err)
-			return false
-		}
-		w, ds := dsl.CompileSource(r.File, src)
-		if ds.HasErrors() {
-			release()
-			log.Error("a released run cannot resume: its workflow has errors", "run", runID, "file", r.File)
+			log.Error("a released run cannot resume", "run", runID, "err", err)
 			return false
 		}
 		runs.wg.Go(func() {

@@ -80,8 +80,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		return err
 	}
 	opts.Logger = log
+	var wakeRelay atomic.Pointer[func()]
 	if withGitHub {
-		opts.OnEvent = relayOnEvent
+		opts.OnEvent = relayOnEvent(&wakeRelay)
 	}
 	// Runs outlive the requests that start them, but not the server.
 	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
@@ -123,7 +124,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 	})
 	if withGitHub {
 		// The worker stops with ctx, before the store closes.
-		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after)
+		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after, &wakeRelay)
 		if err != nil {
 			return err
 		}
@@ -212,14 +213,9 @@ func recoverInterrupted(o *owner, runs *runGroup, log *slog.Logger) {
 		return
 	}
 	for _, r := range interrupted {
-		src, err := readWorkflow(r.File)
+		w, err := loadWorkflow(io.Discard, r.File)
 		if err != nil {
-			log.Error("an interrupted run cannot continue: its workflow is unreadable", "run", r.ID, "file", r.File, "err", err)
-			continue
-		}
-		w, ds := dsl.CompileSource(r.File, src)
-		if ds.HasErrors() {
-			log.Error("an interrupted run cannot continue: its workflow has errors", "run", r.ID, "file", r.File)
+			log.Error("an interrupted run cannot continue", "run", r.ID, "err", err)
 			continue
 		}
 		log.Info("continuing an interrupted run", "run", r.ID)
