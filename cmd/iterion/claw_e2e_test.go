@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
 )
@@ -220,4 +223,82 @@ func clip(s string) string {
 		return s[:300]
 	}
 	return s
+}
+
+// The same through `iterion serve`: answers posted to the REST API that
+// leave no question open resume the run paused on await_answers (serve's
+// answer hook), and it finishes with both answers.
+func TestServeAnswersResumeAwaitingRun(t *testing.T) {
+	hasResult := true
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
+			{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
+		}},
+		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Name: "draft", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &hasResult}, Text: `{"draft": "README under MIT", "open_questions": []}`},
+		{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
+	}}
+	fake := fakellm.New(script, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	defer srv.Close()
+	t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	t.Setenv("ITERION_API_TOKEN", "tok")
+	st := filepath.Join(t.TempDir(), "st")
+	t.Chdir("../..") // serve takes workflow paths relative to its directory
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", st}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
+		t.Fatalf("serve did not start: %q", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	call := func(method, path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
+	waitFor := func(status string) {
+		t.Helper()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.Now().Add(30 * time.Second)
+		for got := ""; got != status; <-tick.C {
+			if time.Now().After(deadline) {
+				t.Fatalf("run sv-1 is %q, want %q", got, status)
+			}
+			got, _ = call("GET", "/api/runs/sv-1", "")["status"].(string)
+		}
+	}
+	if out := call("POST", "/api/runs", `{"file_path": "examples/async-questions/main.bot", "run_id": "sv-1"}`); out["run_id"] != "sv-1" {
+		t.Fatalf("launch: %v", out)
+	}
+	waitFor("paused_waiting_human")
+	first := call("POST", "/api/runs/sv-1/interactions/sv-1_draft_async_1/answer", `{"answer": "MIT"}`)
+	last := call("POST", "/api/runs/sv-1/interactions/sv-1_draft_async_2/answer", `{"answer": "Go 1.26"}`)
+	if first["resumed"] != false || last["resumed"] != true {
+		t.Errorf("resumed: first %v, last %v; want false then true", first["resumed"], last["resumed"])
+	}
+	waitFor("finished")
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exited %d", code)
+	}
 }
