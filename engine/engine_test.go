@@ -694,7 +694,7 @@ func TestOutboxOnlyForAttachedChannels(t *testing.T) {
 	for _, tc := range []struct {
 		channels []string
 		want     int
-	}{{nil, 0}, {[]string{"github", "slack"}, 1}} {
+	}{{nil, 0}, {[]string{"github", "slack"}, 2}} {
 		db := newStore(t)
 		e := newEngine(t, db, nil)
 		run, err := e.Start(ctx, engine.StartRequest{Workflow: w, Channels: tc.channels, WorkDir: t.TempDir()})
@@ -708,8 +708,11 @@ func TestOutboxOnlyForAttachedChannels(t *testing.T) {
 		if len(rows) != tc.want {
 			t.Errorf("channels %v: %d outbox rows, want %d", tc.channels, len(rows), tc.want)
 		}
-		if tc.want > 0 && (rows[0].Kind != engine.OutboxRunPaused || rows[0].InteractionID != run.ID+"_approve" || len(rows[0].Channels) != 2) {
-			t.Errorf("row = %+v", rows[0])
+		if tc.want > 0 && (rows[0].Kind != engine.OutboxRunStarted || len(rows[0].Channels) != 2) {
+			t.Errorf("first row = %+v, want run_started", rows[0])
+		}
+		if tc.want > 0 && (rows[1].Kind != engine.OutboxRunPaused || rows[1].InteractionID != run.ID+"_approve" || len(rows[1].Channels) != 2) {
+			t.Errorf("second row = %+v, want run_paused", rows[1])
 		}
 	}
 }

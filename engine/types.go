@@ -70,6 +70,8 @@ type Trigger struct {
 	PR           int    `json:"pr,omitempty"`
 	CommentID    int64  `json:"comment_id,omitempty"`
 	Installation int64  `json:"installation,omitempty"`
+	// HeadSHA is the commit a GitHub run works on (its check run's).
+	HeadSHA string `json:"head_sha,omitempty"`
 	// Schedule names a cron schedule.
 	Schedule string `json:"schedule,omitempty"`
 	// Actor is who started the run, as the channel names them.
@@ -245,6 +247,7 @@ type Event struct {
 
 // Outbox kinds: the state changes the outside world hears about.
 const (
+	OutboxRunStarted       = "run_started"
 	OutboxQuestionPosted   = "question_posted"
 	OutboxQuestionAnswered = "question_answered"
 	OutboxRunPaused        = "run_paused"

@@ -1030,6 +1030,7 @@ func testOutboxChannels(t *testing.T, s engine.Store) {
 		{engine.OutboxQuestionAnswered, attached.ID, ixID, channels},
 		{engine.OutboxQuestionPosted, attached.ID, ixID, channels},
 		{engine.OutboxRunFinished, attached.ID, "", channels},
+		{engine.OutboxRunStarted, attached.ID, "", channels},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("outbox rows mismatch (-want +got):\n%s", diff)

@@ -12,9 +12,10 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// CreateRun stores a new run and its first events, synced. The run's
-// CreatedAt and UpdatedAt default to now. It fails with engine.ErrRunExists
-// when the id is taken.
+// CreateRun stores a new run and its first events, synced, with a
+// run_started outbox row when the run has channels. The run's CreatedAt
+// and UpdatedAt default to now. It fails with engine.ErrRunExists when the
+// id is taken.
 func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Event) error {
 	if !engine.ValidRunID(run.ID) {
 		return fmt.Errorf("creating run %q: invalid run id (want [a-z0-9-]{1,64})", run.ID)
@@ -36,7 +37,10 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 		if err := put(txn, runKey(r.ID), &r); err != nil {
 			return err
 		}
-		return appendEvents(txn, r.ID, events, now)
+		if err := appendEvents(txn, r.ID, events, now); err != nil {
+			return err
+		}
+		return putOutbox(txn, &r, []engine.OutboxRow{{Kind: engine.OutboxRunStarted}}, now)
 	})
 	if err != nil {
 		return fmt.Errorf("creating run %s: %w", run.ID, err)
