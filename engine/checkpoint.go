@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
@@ -150,4 +151,26 @@ func (c *checkpoint) encode() ([]byte, error) {
 func (c *checkpoint) setOutput(id string, out map[string]any) {
 	c.Outputs[id] = out
 	delete(c.encoded, id)
+}
+
+// GateDeadlines returns, from a run's stored checkpoint, the deadline of
+// each parked await_answers gate keyed by node id, for channels that show
+// people how long a run waits for them. A nil checkpoint has none.
+func GateDeadlines(raw []byte) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if raw == nil {
+		return out, nil
+	}
+	ck, err := decodeCheckpoint(raw)
+	if err != nil {
+		return nil, err
+	}
+	for key, at := range ck.Gates {
+		// Keys are <branch>/<node>; node ids hold no '/'.
+		node := key[strings.LastIndexByte(key, '/')+1:]
+		if prev, ok := out[node]; !ok || at.Before(prev) {
+			out[node] = at
+		}
+	}
+	return out, nil
 }

@@ -209,13 +209,25 @@ workflow w:
 		t.Errorf("interaction = %+v", ixs[0])
 	}
 	ctx := context.Background()
-	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "maybe", "reason": "x"}})
+	recorded := 0
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "maybe", "reason": "x"}, Recorded: func() { recorded++ }})
 	if err == nil || !strings.Contains(err.Error(), `"maybe" is not a yes/no answer`) {
 		t.Fatalf("bad answer: err = %v", err)
 	}
-	run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "yes", "reason": "tested"}})
+	if recorded != 0 {
+		t.Error("Recorded was called for refused answers")
+	}
+	var statusAtRecord engine.Status
+	run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{"approved": "yes", "reason": "tested"}, Recorded: func() {
+		recorded++
+		r, _ := db.Run(ctx, run.ID)
+		statusAtRecord = r.Status
+	}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if recorded != 1 || statusAtRecord != engine.StatusRunning {
+		t.Errorf("Recorded called %d times, run %s then; want once, running", recorded, statusAtRecord)
 	}
 	if run.Status != engine.StatusFinished {
 		t.Fatalf("after resume: %s %s %s", run.Status, run.FailureCode, run.Error)
@@ -741,6 +753,10 @@ func TestCancelKeepsGateDeadline(t *testing.T) {
 		t.Fatalf("no gate in the checkpoint: %s", raw)
 	}
 	before := string(raw[i : i+60])
+	gates, err := engine.GateDeadlines(raw)
+	if err != nil || len(gates) != 1 || time.Until(gates["gate"]) < 59*time.Minute || time.Until(gates["gate"]) > time.Hour {
+		t.Errorf("GateDeadlines = %v, %v; want gate due in an hour", gates, err)
+	}
 	cancel()
 	if r := <-done; r.Status != engine.StatusCancelled {
 		t.Fatalf("run = %+v", r)

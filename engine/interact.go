@@ -73,6 +73,11 @@ type ResumeRequest struct {
 	WorkDir string
 	// By and Via record who answered.
 	By, Via string
+	// Recorded, when set, is called once the answers are stored and the
+	// run is marked running again, before it executes: a caller resuming in
+	// the background learns that the answers were taken (or, from Resume's
+	// error, why not) without waiting for the run.
+	Recorded func()
 }
 
 // Resume continues a run that stopped resumably and executes it until it
@@ -115,6 +120,9 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
 	if err := e.store.Commit(ctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	if req.Recorded != nil {
+		req.Recorded()
 	}
 	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
 }
