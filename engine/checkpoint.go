@@ -153,11 +153,23 @@ func (c *checkpoint) setOutput(id string, out map[string]any) {
 	delete(c.encoded, id)
 }
 
-// GateDeadlines returns, from a run's stored checkpoint, the deadline of
-// each parked await_answers gate keyed by node id, for channels that show
-// people how long a run waits for them. A nil checkpoint has none.
-func GateDeadlines(raw []byte) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
+// Snapshot is what the outside world may be shown of a run's checkpoint:
+// the status comment and the check run read it.
+type Snapshot struct {
+	// Gates are the deadlines of parked await_answers gates, by node id.
+	Gates map[string]time.Time
+	// Artifacts are the latest published version of each artifact, by
+	// publish name, with the number of versions.
+	Artifacts map[string]any
+	Versions  map[string]int
+	Tokens    int64
+	CostUSD   float64
+}
+
+// ReadSnapshot reads a run's stored checkpoint; a nil checkpoint (a run
+// that has not finished a node) reads as empty.
+func ReadSnapshot(raw []byte) (*Snapshot, error) {
+	out := &Snapshot{Gates: map[string]time.Time{}, Artifacts: map[string]any{}, Versions: map[string]int{}}
 	if raw == nil {
 		return out, nil
 	}
@@ -168,9 +180,16 @@ func GateDeadlines(raw []byte) (map[string]time.Time, error) {
 	for key, at := range ck.Gates {
 		// Keys are <branch>/<node>; node ids hold no '/'.
 		node := key[strings.LastIndexByte(key, '/')+1:]
-		if prev, ok := out[node]; !ok || at.Before(prev) {
-			out[node] = at
+		if prev, ok := out.Gates[node]; !ok || at.Before(prev) {
+			out.Gates[node] = at
 		}
 	}
+	for name, versions := range ck.Artifacts {
+		if len(versions) > 0 {
+			out.Artifacts[name] = versions[len(versions)-1]
+			out.Versions[name] = len(versions)
+		}
+	}
+	out.Tokens, out.CostUSD = ck.Tokens, ck.CostUSD
 	return out, nil
 }

@@ -753,9 +753,9 @@ func TestCancelKeepsGateDeadline(t *testing.T) {
 		t.Fatalf("no gate in the checkpoint: %s", raw)
 	}
 	before := string(raw[i : i+60])
-	gates, err := engine.GateDeadlines(raw)
-	if err != nil || len(gates) != 1 || time.Until(gates["gate"]) < 59*time.Minute || time.Until(gates["gate"]) > time.Hour {
-		t.Errorf("GateDeadlines = %v, %v; want gate due in an hour", gates, err)
+	snap, err := engine.ReadSnapshot(raw)
+	if err != nil || len(snap.Gates) != 1 || time.Until(snap.Gates["gate"]) < 59*time.Minute || time.Until(snap.Gates["gate"]) > time.Hour {
+		t.Errorf("ReadSnapshot = %+v, %v; want gate due in an hour", snap, err)
 	}
 	cancel()
 	if r := <-done; r.Status != engine.StatusCancelled {

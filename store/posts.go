@@ -163,3 +163,20 @@ func (db *DB) RunPosts(ctx context.Context, runID string) (map[string]string, er
 	}
 	return out, nil
 }
+
+// ShortIDs returns the short numbers handed out in scope to the
+// interactions of run runID, by interaction id.
+func (db *DB) ShortIDs(ctx context.Context, scope, runID string) (map[string]int, error) {
+	out := map[string]int{}
+	prefix := []byte("short/" + scope + "/ix/" + runID + "/")
+	err := db.view(ctx, func(txn *tx) error {
+		return scan(txn, prefix, nil, func(key []byte, rec *shortRecord) (bool, error) {
+			out[string(key[len(prefix):])] = int(rec.N)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the question numbers of run %s: %w", runID, err)
+	}
+	return out, nil
+}

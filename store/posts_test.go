@@ -60,6 +60,10 @@ func TestShortIDsPerScope(t *testing.T) {
 	if n2 != 2 || again != 1 || other != 1 {
 		t.Errorf("ShortID: b=%d a again=%d b in another scope=%d; want 2, 1, 1", n2, again, other)
 	}
+	all, err := db.ShortIDs(ctx, pr, run.ID)
+	if diff := cmp.Diff(map[string]int{a.ID: 1, b.ID: 2}, all); err != nil || diff != "" {
+		t.Errorf("ShortIDs mismatch (-want +got), err %v:\n%s", err, diff)
+	}
 	r, i, err := db.ShortRef(ctx, pr, 2)
 	if err != nil || r != run.ID || i != b.ID {
 		t.Errorf("ShortRef(2) = %q %q %v", r, i, err)

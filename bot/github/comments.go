@@ -88,22 +88,46 @@ func CommentBody(key, body string) string {
 // Post writes body as a comment on pull request pr of owner/repo, once per
 // key, and returns the comment's id.
 func (c *Commenter) Post(ctx context.Context, installationID int64, owner, repo string, pr int, key, body string) (int64, error) {
+	cm, err := c.PostComment(ctx, installationID, owner, repo, pr, key, body)
+	return cm.GetID(), err
+}
+
+// PostComment is Post returning the comment (its id and html_url); a
+// comment found by its marker is returned as GitHub has it.
+func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner, repo string, pr int, key, body string) (*gh.IssueComment, error) {
 	client, err := c.Client(installationID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if id, err := c.find(ctx, client, owner, repo, pr, key); err != nil || id != 0 {
-		return id, err
+	if cm, err := c.find(ctx, client, owner, repo, pr, key); err != nil || cm != nil {
+		return cm, err
 	}
 	if err := c.pace(ctx, installationID); err != nil {
-		return 0, err
+		return nil, err
 	}
 	text := CommentBody(key, body)
 	cm, resp, err := client.Issues.CreateComment(ctx, owner, repo, pr, &gh.IssueComment{Body: &text})
 	if err != nil {
-		return 0, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
+		return nil, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
 	}
-	return cm.GetID(), nil
+	return cm, nil
+}
+
+// Edit replaces the body of the bot's comment id, keeping key's marker.
+func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo string, id int64, key, body string) error {
+	client, err := c.Client(installationID)
+	if err != nil {
+		return err
+	}
+	if err := c.pace(ctx, installationID); err != nil {
+		return err
+	}
+	text := CommentBody(key, body)
+	_, resp, err := client.Issues.EditComment(ctx, owner, repo, id, &gh.IssueComment{Body: &text})
+	if err != nil {
+		return classify(fmt.Sprintf("editing comment %d on %s/%s", id, owner, repo), resp, err)
+	}
+	return nil
 }
 
 // React adds a reaction (GitHub's content names: "eyes", "+1", …) to an
@@ -124,26 +148,25 @@ func (c *Commenter) React(ctx context.Context, installationID int64, owner, repo
 	return nil
 }
 
-// find returns the id of the bot's comment carrying key's marker, 0 when
-// none.
+// find returns the bot's comment carrying key's marker, nil when none.
 // The bot's comments are recent, so the pages are read newest first.
-func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo string, pr int, key string) (int64, error) {
+func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo string, pr int, key string) (*gh.IssueComment, error) {
 	marker := Marker(key)
 	opts := &gh.IssueListCommentsOptions{Sort: gh.String("created"), Direction: gh.String("desc"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
 		cms, resp, err := client.Issues.ListComments(ctx, owner, repo, pr, opts)
 		if err != nil {
-			return 0, classify(fmt.Sprintf("listing the comments of %s/%s#%d", owner, repo, pr), resp, err)
+			return nil, classify(fmt.Sprintf("listing the comments of %s/%s#%d", owner, repo, pr), resp, err)
 		}
 		for _, cm := range cms {
 			// Anyone can write a marker; only the App's own comments count,
 			// or a guessed key would silence the bot.
 			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), marker) {
-				return cm.GetID(), nil
+				return cm, nil
 			}
 		}
 		if resp.NextPage == 0 {
-			return 0, nil
+			return nil, nil
 		}
 		opts.Page = resp.NextPage
 	}

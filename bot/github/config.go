@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -36,4 +37,31 @@ func FetchConfig(ctx context.Context, c *gh.Client, owner, repo, ref string) (cf
 	}
 	cfg, err = repoconfig.Parse([]byte(text))
 	return cfg, true, err
+}
+
+// ErrNoFile is FetchFile's error for a path the repository does not hold
+// at the ref.
+var ErrNoFile = errors.New("no such file")
+
+// FetchFile reads a file of owner/repo at ref through the contents API, up
+// to max bytes.
+func FetchFile(ctx context.Context, c *gh.Client, owner, repo, path, ref string, max int) ([]byte, error) {
+	file, _, resp, err := c.Repositories.GetContents(ctx, owner, repo, path, &gh.RepositoryContentGetOptions{Ref: ref})
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return nil, ErrNoFile
+	}
+	if err != nil {
+		return nil, classify(fmt.Sprintf("reading %s of %s/%s at %s", path, owner, repo, ref), resp, err)
+	}
+	if file == nil {
+		return nil, fmt.Errorf("%s is a directory, not a file", path)
+	}
+	if file.GetSize() > max {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", path, file.GetSize(), max)
+	}
+	text, err := file.GetContent()
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s of %s/%s: %w", path, owner, repo, err)
+	}
+	return []byte(text), nil
 }

@@ -39,6 +39,8 @@ type Trigger struct {
 	CommentBody string
 	Commands    []Command
 	Problems    []Problem
+	// Reply is set for a comment without commands that quotes questions.
+	Reply *Reply
 	// PullRequest is the pull request a pull_request event carries.
 	PullRequest *gh.PullRequest
 }
@@ -121,7 +123,12 @@ func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
 	}
 	cmds, problems := ParseComment(e.GetComment().GetBody())
 	if len(cmds) == 0 && len(problems) == 0 {
-		return Trigger{}, ignored("no /iterion command in the comment")
+		// A comment quoting an iterion question answers it.
+		r, ok := ParseReply(e.GetComment().GetBody())
+		if !ok {
+			return Trigger{}, ignored("no /iterion command in the comment")
+		}
+		t.Reply = &r
 	}
 	t.Kind = TriggerComment
 	t.Sender = e.GetComment().GetUser().GetLogin()

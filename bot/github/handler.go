@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,11 @@ import (
 type RunIndex interface {
 	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
 	Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error)
+	Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error)
+	// ShortRef maps a pull request's short question number (Q3) to its
+	// interaction.
+	ShortRef(ctx context.Context, scope string, n int) (runID, ixID string, err error)
+	ShortIDs(ctx context.Context, scope, runID string) (map[string]int, error)
 }
 
 // Launch asks for a run of a repository's workflow.
@@ -27,9 +33,10 @@ type Launch struct {
 	InstallationID int64
 	Owner, Repo    string
 	PR             int
-	// Workflow is the name in .iterion.yml, Path its .bot file and Ref the
-	// commit the run works on.
+	// Workflow is the name in .iterion.yml, Path its .bot file (read from
+	// DefaultBranch) and Ref the commit the run works on.
 	Workflow, Path, Ref string
+	DefaultBranch       string
 	Vars                map[string]string
 	// Context is what the bot knows of the PR (repo, pr_number,
 	// head_sha, base_ref, pr_title, pr_body, comment_body); each is passed
@@ -46,6 +53,10 @@ type Launch struct {
 // Actions are what the handler does to runs.
 type Actions interface {
 	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
+	// AnswerPause answers the blocking question a paused run waits on
+	// (a human node's form, an agent's ask_user) and resumes the run in
+	// the background; an error says why the answers were not taken.
+	AnswerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error
 	Cancel(runID string) bool
 	// Launch starts a run and returns its id; errors a user can fix say
 	// what to fix.
@@ -105,6 +116,9 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		h.log().Debug("comment commands are off", "repo", t.Owner+"/"+t.Repo)
 		return nil
 	}
+	if t.Reply != nil {
+		return h.reply(ctx, d, t, h.quoteReply(ctx, t, cfg))
+	}
 	// 👀 says the bot saw the commands, before the work they ask for.
 	if len(t.Commands) > 0 {
 		if err := h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "eyes"); err != nil {
@@ -143,7 +157,7 @@ func (h *Handler) pullRequest(ctx context.Context, d store.Delivery, t Trigger, 
 	}
 	id, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
-		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, Actor: t.Sender, Key: d.ID,
+		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, DefaultBranch: t.DefaultBranch, Actor: t.Sender, Key: d.ID,
 		Context: prContext(t, t.PullRequest),
 	})
 	var user *LaunchError
@@ -169,6 +183,9 @@ func (h *Handler) log() *slog.Logger {
 // delivery, so a delivery handled again after a crash does not reply
 // twice.
 func (h *Handler) reply(ctx context.Context, d store.Delivery, t Trigger, text string) error {
+	if text == "" {
+		return nil
+	}
 	key := "delivery-" + d.ID
 	body := fmt.Sprintf("@%s %s", t.Sender, text)
 	_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, key, body)
@@ -201,12 +218,19 @@ func (h *Handler) command(ctx context.Context, t Trigger, cfg *repoconfig.Config
 	if err != nil {
 		return "", err
 	}
-	if !ok && !(c.Name == CmdAnswer && slices.Contains(cfg.Answerers, t.Sender)) {
+	if !ok && c.Name == CmdAnswer && !slices.Contains(cfg.Answerers, t.Sender) {
+		return notAnswerer(t), nil
+	}
+	if !ok && c.Name != CmdAnswer {
 		return fmt.Sprintf("`/iterion %s` needs write permission on %s/%s, which you do not have.", c.Name, t.Owner, t.Repo), nil
 	}
 	switch c.Name {
 	case CmdAnswer:
-		return h.answer(ctx, t, c)
+		text, err := h.answer(ctx, t, c.QuestionID, c.Text)
+		if errors.Is(err, errAccepted) {
+			return text, h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "+1")
+		}
+		return text, err
 	case CmdCancel:
 		return h.cancel(ctx, t, c)
 	default:
@@ -247,10 +271,19 @@ func (h *Handler) status(ctx context.Context, t Trigger) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		numbers, err := h.Runs.ShortIDs(ctx, PRScope(t.Owner+"/"+t.Repo, t.PR), r.ID)
+		if err != nil {
+			return "", err
+		}
 		for _, ix := range ixs {
-			if ix.Pending() && ix.Kind == engine.KindAsync {
-				fmt.Fprintf(&b, "  - open question `%s`: %s\n", ix.ID, Disarm(oneLine(ix.Question(), 200)))
+			if !ix.Pending() || ix.Kind == engine.KindAwait || r.Status.Terminal() {
+				continue
 			}
+			id := "`" + ix.ID + "`"
+			if n := numbers[ix.ID]; n > 0 {
+				id = fmt.Sprintf("Q%d (%s)", n, id)
+			}
+			fmt.Fprintf(&b, "  - open question %s: %s\n", id, Disarm(oneLine(questionText(ix), 200)))
 		}
 	}
 	return b.String(), nil
@@ -264,39 +297,160 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-func (h *Handler) answer(ctx context.Context, t Trigger, c Command) (string, error) {
+// notAnswerer is the polite refusal of an answer from someone who may
+// not answer.
+func notAnswerer(t Trigger) string {
+	return fmt.Sprintf("thank you, but only people with write permission on %s/%s, or listed under `answerers` in %s, can answer iterion's questions, so this answer was not recorded.",
+		t.Owner, t.Repo, repoconfig.FileName)
+}
+
+// quoteReply answers the question a comment quotes, with the rest of the
+// comment as the answer. An accepted answer gets 👍 and no reply.
+func (h *Handler) quoteReply(ctx context.Context, t Trigger, cfg *repoconfig.Config) string {
+	r := t.Reply
+	if len(r.Questions) > 1 {
+		var ids []string
+		for _, n := range r.Questions {
+			ids = append(ids, fmt.Sprintf("Q%d", n))
+		}
+		return fmt.Sprintf("your comment quotes several questions (%s), so I cannot tell which one it answers. Quote only one, or answer each with `/iterion answer %s <your answer>`.", strings.Join(ids, ", "), ids[0])
+	}
+	qid := fmt.Sprintf("Q%d", r.Questions[0])
+	if r.Text == "" {
+		return fmt.Sprintf("your comment quotes question %s but holds no answer; write the answer below the quote.", qid)
+	}
+	ok, err := h.Perms.CanWrite(ctx, t.InstallationID, t.Owner, t.Repo, t.Sender)
+	if err != nil {
+		return h.failed(err)
+	}
+	if !ok && !slices.Contains(cfg.Answerers, t.Sender) {
+		return notAnswerer(t)
+	}
+	text, err := h.answer(ctx, t, qid, r.Text)
+	if errors.Is(err, errAccepted) {
+		if err := h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "+1"); err != nil {
+			return h.failed(err)
+		}
+		return ""
+	}
+	if err != nil {
+		return h.failed(err)
+	}
+	return text
+}
+
+// failed logs err and says so; quote replies are answered even when
+// GitHub or the store fails midway, so nobody waits on a silent bot.
+func (h *Handler) failed(err error) string {
+	h.log().Error("answering a quote reply failed", "err", err)
+	return "something went wrong while recording your answer; please try again in a minute, or use `/iterion answer`."
+}
+
+// errAccepted marks an answer taken: the caller reacts with 👍.
+var errAccepted = errors.New("answer accepted")
+
+// findQuestion finds a question of this PR by its short id (Q3) or its
+// interaction id. Only this PR's runs are searched: a comment elsewhere
+// cannot answer another repository's question.
+func (h *Handler) findQuestion(ctx context.Context, t Trigger, id string) (*engine.Interaction, error) {
+	if n, ok := ShortQuestionID(id); ok {
+		runID, ixID, err := h.Runs.ShortRef(ctx, PRScope(t.Owner+"/"+t.Repo, t.PR), n)
+		if errors.Is(err, engine.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return h.Runs.Interaction(ctx, runID, ixID)
+	}
 	runs, err := h.prRuns(ctx, t)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	// Only this PR's runs are searched: a comment elsewhere cannot answer
-	// another repository's question.
 	for _, r := range runs {
 		ixs, err := h.Runs.Interactions(ctx, r.ID)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, ix := range ixs {
-			if ix.ID != c.QuestionID {
-				continue
+			if ix.ID == id {
+				return ix, nil
 			}
-			_, err := h.Actions.Answer(ctx, engine.AnswerRequest{RunID: r.ID, InteractionID: ix.ID, Text: c.Text, By: t.Sender, Via: "github"})
-			var already *engine.AlreadyAnsweredError
-			switch {
-			case errors.As(err, &already):
-				return fmt.Sprintf("question `%s` was already answered (%s); your answer was not used.", ix.ID, already.Error()), nil
-			case errors.Is(err, engine.ErrRunEnded):
-				return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", r.ID, ix.ID), nil
-			case errors.Is(err, engine.ErrNotAsync), errors.Is(err, engine.ErrEmptyAnswer):
-				return err.Error(), nil
-			case err != nil:
-				return "", err
-			}
-			return fmt.Sprintf("answer to `%s` recorded; the agent reads it at its next turn.", ix.ID), nil
 		}
 	}
-	return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", c.QuestionID), nil
+	return nil, nil
 }
+
+// answer records text as the answer to question id and returns the reply;
+// errAccepted when the answer was taken.
+func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (string, error) {
+	ix, err := h.findQuestion(ctx, t, id)
+	if err != nil {
+		return "", err
+	}
+	if ix == nil || ix.Kind == engine.KindAwait {
+		return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", id), nil
+	}
+	if !ix.Pending() {
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(ix.AnsweredBy, "someone")), cmp.Or(ix.Via, "unknown")), nil
+	}
+	text = strings.TrimSpace(text)
+	if labels := options(ix); len(labels) > 0 {
+		text = pickOption(text, labels)
+	}
+	if ix.Kind == engine.KindBlocking {
+		answers := map[string]string{engine.QuestionKey: text}
+		if fields := formFields(ix); len(fields) > 0 {
+			values, rest := ParseForm(text, fields)
+			if len(fields) == 1 && len(values) == 0 {
+				values[fields[0]] = rest
+			}
+			answers = values
+		}
+		err := h.Actions.AnswerPause(ctx, ix.RunID, ix.ID, answers, t.Sender)
+		var user *AnswerError
+		if errors.As(err, &user) {
+			return fmt.Sprintf("your answer to `%s` was not taken: %s", id, Disarm(user.Msg)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("answer to `%s` recorded; run `%s` continues.", id, ix.RunID), errAccepted
+	}
+	_, err = h.Actions.Answer(ctx, engine.AnswerRequest{RunID: ix.RunID, InteractionID: ix.ID, Text: text, By: t.Sender, Via: "github"})
+	var already *engine.AlreadyAnsweredError
+	switch {
+	case errors.As(err, &already):
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(already.AnsweredBy, "someone")), already.Via), nil
+	case errors.Is(err, engine.ErrRunEnded):
+		return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", ix.RunID, id), nil
+	case errors.Is(err, engine.ErrNotAsync), errors.Is(err, engine.ErrEmptyAnswer):
+		return err.Error(), nil
+	case err != nil:
+		return "", err
+	}
+	return fmt.Sprintf("answer to `%s` recorded; the agent reads it at its next turn.", id), errAccepted
+}
+
+// pickOption turns a bare option number or label into the option's label;
+// other text is the answer as written.
+func pickOption(text string, labels []string) string {
+	if n, err := strconv.Atoi(strings.TrimSuffix(text, ".")); err == nil && n >= 1 && n <= len(labels) {
+		return labels[n-1]
+	}
+	for _, l := range labels {
+		if strings.EqualFold(l, text) {
+			return l
+		}
+	}
+	return text
+}
+
+// AnswerError is a refused answer to a blocking question (a field
+// missing, a value of the wrong type); Msg says what to fix.
+type AnswerError struct{ Msg string }
+
+func (e *AnswerError) Error() string { return e.Msg }
 
 func (h *Handler) cancel(ctx context.Context, t Trigger, c Command) (string, error) {
 	runs, err := h.prRuns(ctx, t)
@@ -357,7 +511,7 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 	}
 	id, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
-		Workflow: name, Path: path, Ref: pr.GetHead().GetSHA(), Vars: c.Vars,
+		Workflow: name, Path: path, Ref: pr.GetHead().GetSHA(), DefaultBranch: t.DefaultBranch, Vars: c.Vars,
 		Context: prContext(t, pr), Actor: t.Sender, CommentID: t.CommentID, Key: key,
 	})
 	if err != nil {

@@ -38,9 +38,53 @@ type fakeRuns struct {
 	answers   []engine.AnswerRequest
 	cancelled []string
 	launches  []Launch
+	pauses    []pauseAnswer
 }
 
 func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error) { return f.runs, nil }
+func (f *fakeRuns) Interaction(_ context.Context, runID, id string) (*engine.Interaction, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ix := range f.questions[runID] {
+		if ix.ID == id {
+			return ix, nil
+		}
+	}
+	return nil, engine.ErrNotFound
+}
+
+// ShortRef numbers acme/app#7's questions Q1, Q2, … in the order of
+// run r1's questions.
+func (f *fakeRuns) ShortRef(_ context.Context, scope string, n int) (string, string, error) {
+	if scope != PRScope("acme/app", 7) || n > len(f.questions["r1"]) {
+		return "", "", engine.ErrNotFound
+	}
+	return "r1", f.questions["r1"][n-1].ID, nil
+}
+func (f *fakeRuns) ShortIDs(_ context.Context, scope, runID string) (map[string]int, error) {
+	out := map[string]int{}
+	if scope == PRScope("acme/app", 7) && runID == "r1" {
+		for i, ix := range f.questions["r1"] {
+			out[ix.ID] = i + 1
+		}
+	}
+	return out, nil
+}
+func (f *fakeRuns) AnswerPause(_ context.Context, runID, ixID string, answers map[string]string, by string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if answers["approved"] != "yes" && answers["approved"] != "no" {
+		return &AnswerError{Msg: fmt.Sprintf("answer for \"approved\": %q is not a yes/no answer", answers["approved"])}
+	}
+	f.pauses = append(f.pauses, pauseAnswer{runID, ixID, answers, by})
+	return nil
+}
+
+type pauseAnswer struct {
+	RunID, InteractionID string
+	Answers              map[string]string
+	By                   string
+}
 func (f *fakeRuns) Interactions(_ context.Context, id string) ([]*engine.Interaction, error) {
 	return f.questions[id], nil
 }
@@ -94,7 +138,14 @@ func newHandler(t *testing.T, config string) (*Handler, *commentServer, *fakeRun
 			{ID: "r2", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: engine.Trigger{Source: "github", Repo: "acme/other", PR: 7}},
 		},
 		questions: map[string][]*engine.Interaction{
-			"r1": {{ID: "r1_ask_async_1", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Which\nlicense?"}}},
+			"r1": {
+				{ID: "r1_ask_async_1", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Which\nlicense?"}},
+				{ID: "r1_ask_async_2", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Go version?",
+					engine.OptionsKey: []any{map[string]any{"id": "new", "label": "1.26"}, map[string]any{"id": "old", "label": "1.25"}}}},
+				{ID: "r1_approve", RunID: "r1", Kind: engine.KindBlocking, Questions: map[string]any{"_instructions": "Ship it?", "approved": "bool", "reason": "string"}},
+				{ID: "r1_ask_async_3", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Old?"},
+					AnsweredAt: now, AnsweredBy: "dave", Via: "slack"},
+			},
 			"r2": {{ID: "r2_ask_async_1", RunID: "r2", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Secret question"}}},
 		},
 	}
@@ -132,8 +183,14 @@ func TestHandlerComments(t *testing.T) {
 		{"run without permission", "bo", "/iterion run", []string{"@bo `/iterion run` needs write permission on acme/app"}},
 		{"answer by an answerer", "carol", "/iterion answer r1_ask_async_1 MIT,\nand keep the header", []string{"answer to `r1_ask_async_1` recorded"}},
 		{"answer of another repository's question", "ana", "/iterion answer r2_ask_async_1 leak", []string{"no question `r2_ask_async_1` on this pull request"}},
-		{"answer without permission", "bo", "/iterion answer r1_ask_async_1 GPL", []string{"needs write permission"}},
-		{"status", "bo", "/iterion status", []string{"- `r1` review: running\n  - open question `r1_ask_async_1`: Which license?\n- `r0` review: finished"}},
+		{"answer without permission", "bo", "/iterion answer r1_ask_async_1 GPL", []string{"@bo thank you, but only people with write permission on acme/app, or listed under `answerers` in .iterion.yml, can answer iterion's questions, so this answer was not recorded."}},
+		{"answer by short id", "ana", "/iterion answer Q1 MIT", []string{"answer to `Q1` recorded; the agent reads it at its next turn."}},
+		{"answer by option number", "ana", "/iterion answer q2 1", []string{"answer to `q2` recorded"}},
+		{"answer to an unknown short id", "ana", "/iterion answer Q9 x", []string{"no question `Q9` on this pull request"}},
+		{"second answer", "ana", "/iterion answer Q4 late", []string{"question `Q4` was already answered by dave via slack; your answer was not used."}},
+		{"form answer", "ana", "/iterion answer Q3 approved: yes\nreason: tests pass", []string{"answer to `Q3` recorded; run `r1` continues."}},
+		{"form answer refused", "ana", "/iterion answer Q3 approved: maybe", []string{"your answer to `Q3` was not taken: answer for \"approved\": \"maybe\" is not a yes/no answer"}},
+		{"status", "bo", "/iterion status", []string{"- `r1` review: running\n  - open question Q1 (`r1_ask_async_1`): Which license?\n  - open question Q2 (`r1_ask_async_2`): Go version?\n  - open question Q3 (`r1_approve`): Ship it?\n- `r0` review: finished"}},
 		{"cancel", "ana", "/iterion cancel", []string{"run `r1` cancelled."}},
 		{"cancel ended run", "ana", "/iterion cancel r0", []string{"run `r0` already ended (finished)."}},
 		{"typo", "bo", "/iterion stauts", []string{"line 1: unknown command \"stauts\". Did you mean `/iterion status`?"}},
@@ -150,10 +207,17 @@ func TestHandlerComments(t *testing.T) {
 			if len(cs.comments) != 1 {
 				t.Fatalf("%d replies, want one", len(cs.comments))
 			}
-			// Commands get 👀 on the comment; a comment of typos only does not.
-			commands := !strings.Contains(c.name, "typo") || strings.Contains(c.name, "commands")
-			if got := len(cs.reactions) == 1 && cs.reactions[0] == "1001:eyes"; got != commands {
-				t.Errorf("reactions %v, want 👀 %v", cs.reactions, commands)
+			// Commands get 👀 on the comment, and accepted answers 👍; a
+			// comment of typos only gets none.
+			var want []string
+			if !strings.Contains(c.name, "typo") || strings.Contains(c.name, "commands") {
+				want = append(want, "1001:eyes")
+			}
+			if strings.Contains(c.reply[0], "` recorded") {
+				want = append(want, "1001:+1")
+			}
+			if diff := cmp.Diff(want, cs.reactions); diff != "" {
+				t.Errorf("reactions (-want +got):\n%s", diff)
 			}
 			for _, want := range c.reply {
 				if got := cs.comments[0].GetBody(); !strings.Contains(got, want) {
@@ -188,7 +252,7 @@ func TestHandlerEffects(t *testing.T) {
 		}
 	}
 	wantLaunch := []Launch{{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
-		Ref: "abc1234567", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
+		Ref: "abc1234567", DefaultBranch: "main", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
 		Context: map[string]string{"repo": "acme/app", "pr_number": "7", "head_sha": "abc1234567", "base_ref": "main",
 			"pr_title": "Add a README", "pr_body": "Closes #3.", "comment_body": "/iterion run review depth=2"}}}
 	if diff := cmp.Diff(wantLaunch, runs.launches); diff != "" {
@@ -255,5 +319,65 @@ func TestHandlerConfigMistakes(t *testing.T) {
 	}
 	if len(cs.comments)+len(cs.reactions)+len(runs.launches) != 0 {
 		t.Errorf("comments off, yet %d replies, %d reactions, %d launches", len(cs.comments), len(cs.reactions), len(runs.launches))
+	}
+}
+
+// A reply quoting a question's comment answers it: 👍 and no reply when
+// taken, a reply saying why when not.
+func TestHandlerQuoteReplies(t *testing.T) {
+	quoted := "> **Question Q2** · from `draft` in run `r1`\n>\n> > Go version?\n"
+	cases := []struct {
+		name, sender, body string
+		reply              string // "" for none
+		answer             string // the text recorded, "" for none
+	}{
+		{"option number", "ana", quoted + "\n1", "", "1.26"},
+		{"option label", "carol", quoted + "1.25", "", "1.25"},
+		{"own words", "ana", quoted + "\nwhatever CI has", "", "whatever CI has"},
+		{"not allowed", "bo", quoted + "1", "@bo thank you, but only people with write permission", ""},
+		{"no answer", "ana", quoted, "@ana your comment quotes question Q2 but holds no answer", ""},
+		{"two questions", "ana", quoted + "> Question Q1\nyes", "quotes several questions (Q2, Q1)", ""},
+		{"answered already", "ana", "> Question Q4\nnew", "question `Q4` was already answered by dave via slack", ""},
+		{"form", "ana", "> Question Q3\napproved: no\nreason: not yet", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, cs, runs := newHandler(t, handlerConfig)
+			if err := h.Handle(context.Background(), commentDelivery(t, "d1", c.sender, c.body)); err != nil {
+				t.Fatal(err)
+			}
+			taken := c.reply == ""
+			if taken {
+				if len(cs.comments) != 0 {
+					t.Errorf("replied %q to a taken answer", cs.comments[0].GetBody())
+				}
+				if diff := cmp.Diff([]string{"1001:+1"}, cs.reactions); diff != "" {
+					t.Errorf("reactions (-want +got):\n%s", diff)
+				}
+			} else {
+				if len(cs.comments) != 1 || !strings.Contains(cs.comments[0].GetBody(), c.reply) {
+					t.Fatalf("replies = %d (%v), want one containing %q", len(cs.comments), cs.comments, c.reply)
+				}
+				if len(cs.reactions) != 0 {
+					t.Errorf("reactions %v on a refused answer", cs.reactions)
+				}
+			}
+			switch {
+			case c.answer != "":
+				want := []engine.AnswerRequest{{RunID: "r1", InteractionID: "r1_ask_async_2", Text: c.answer, By: c.sender, Via: "github"}}
+				if diff := cmp.Diff(want, runs.answers); diff != "" {
+					t.Errorf("answers (-want +got):\n%s", diff)
+				}
+			case c.name == "form":
+				want := []pauseAnswer{{"r1", "r1_approve", map[string]string{"approved": "no", "reason": "not yet"}, "ana"}}
+				if diff := cmp.Diff(want, runs.pauses); diff != "" {
+					t.Errorf("pause answers (-want +got):\n%s", diff)
+				}
+			default:
+				if len(runs.answers)+len(runs.pauses) != 0 {
+					t.Errorf("recorded %v %v, want nothing", runs.answers, runs.pauses)
+				}
+			}
+		})
 	}
 }

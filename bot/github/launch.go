@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path"
@@ -17,10 +16,14 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// Launcher starts the runs the Handler asks for: it checks the commit out
-// into a workspace of the run's own, compiles the workflow file found
-// there and hands the run to Start.
+// Launcher starts the runs the Handler asks for: it reads the workflow
+// from the repository's default branch (never from the pull request, whose
+// author could otherwise rewrite what runs with the repository's secrets),
+// checks the PR's commit out into a workspace of the run's own, and hands
+// the run to Start.
 type Launcher struct {
+	// Fetch reads a file of the repository at a ref (the contents API).
+	Fetch func(ctx context.Context, installationID int64, owner, repo, path, ref string) ([]byte, error)
 	// Token returns an installation token for the checkout.
 	Token func(ctx context.Context, installationID int64) (string, error)
 	// CloneURL returns the git URL of owner/repo.
@@ -54,6 +57,39 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if err != nil {
 		return "", &LaunchError{Msg: err.Error()}
 	}
+	src, err := ln.Fetch(ctx, l.InstallationID, l.Owner, l.Repo, rel, l.DefaultBranch)
+	if errors.Is(err, ErrNoFile) {
+		return "", &LaunchError{Msg: fmt.Sprintf("%s is not on the default branch `%s`", l.Path, l.DefaultBranch)}
+	}
+	if err != nil {
+		var later *RetryLater
+		if errors.As(err, &later) {
+			return "", err
+		}
+		return "", &LaunchError{Msg: err.Error()}
+	}
+	w, ds := dsl.CompileSource(rel, src)
+	if ds.HasErrors() {
+		return "", &LaunchError{Msg: fmt.Sprintf("%s on `%s` does not compile:\n\n```\n%s```", l.Path, l.DefaultBranch, dsl.RenderString(ds, map[string][]byte{rel: src}))}
+	}
+	given := maps.Clone(l.Vars)
+	if given == nil {
+		given = map[string]string{}
+	}
+	for k, v := range l.Context {
+		if _, set := given[k]; !set && w.Var(k) != nil {
+			given[k] = v
+		}
+	}
+	vars, err := engine.ResolveVars(w, given, "")
+	if err != nil {
+		return "", &LaunchError{Msg: err.Error()}
+	}
+	if ln.Check != nil {
+		if err := ln.Check(w); err != nil {
+			return "", &LaunchError{Msg: "this server cannot run it: " + err.Error()}
+		}
+	}
 	token, err := ln.Token(ctx, l.InstallationID)
 	if err != nil {
 		return "", err
@@ -69,44 +105,20 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, token); err != nil {
 		return "", err
 	}
-	src, err := readInRoot(dir, rel)
-	if err != nil {
+	// The workflow as read from the default branch, beside the checkout,
+	// so a run a restart interrupted continues with what it started with.
+	file := dir + ".bot"
+	_ = os.Remove(file)
+	if err := os.WriteFile(file, src, 0o400); err != nil {
 		os.RemoveAll(dir)
-		return "", &LaunchError{Msg: fmt.Sprintf("%s at %s: %v", l.Path, shortSHA(l.Ref), err)}
-	}
-	w, ds := dsl.CompileSource(rel, src)
-	if ds.HasErrors() {
-		os.RemoveAll(dir)
-		return "", &LaunchError{Msg: fmt.Sprintf("%s at %s does not compile:\n\n```\n%s```", l.Path, shortSHA(l.Ref), dsl.RenderString(ds, map[string][]byte{rel: src}))}
-	}
-	given := maps.Clone(l.Vars)
-	if given == nil {
-		given = map[string]string{}
-	}
-	for k, v := range l.Context {
-		if _, set := given[k]; !set && w.Var(k) != nil {
-			given[k] = v
-		}
-	}
-	vars, err := engine.ResolveVars(w, given, "")
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", &LaunchError{Msg: err.Error()}
-	}
-	if ln.Check != nil {
-		if err := ln.Check(w); err != nil {
-			os.RemoveAll(dir)
-			return "", &LaunchError{Msg: "this server cannot run it: " + err.Error()}
-		}
+		return "", fmt.Errorf("saving the workflow of run %s: %w", id, err)
 	}
 	ln.Start(engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
-		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, Actor: l.Actor},
+		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, Actor: l.Actor, HeadSHA: l.Ref},
 		Channels: []string{"github"},
 		WorkDir:  dir,
-		// The file inside the workspace, so a run a restart interrupted
-		// continues with the workflow it started with.
-		File: filepath.Join(dir, filepath.FromSlash(rel)),
+		File:     file,
 	})
 	return id, nil
 }
@@ -122,30 +134,4 @@ func workflowPath(p string) (string, error) {
 		return "", fmt.Errorf("workflow path %q must name a .bot or .iter file", p)
 	}
 	return clean, nil
-}
-
-// readInRoot reads rel inside dir, refusing symlinks out of it, up to the
-// DSL's size limit.
-func readInRoot(dir, rel string) ([]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(rel))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errors.New("no such file in the repository")
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, dsl.MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(src) > dsl.MaxFileSize {
-		return nil, fmt.Errorf("the file is larger than %d bytes", dsl.MaxFileSize)
-	}
-	return src, nil
 }

@@ -1,14 +1,13 @@
 package github
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/iterion-bot/iterion/engine"
@@ -21,16 +20,27 @@ type OutboxStore interface {
 	RetryOutbox(ctx context.Context, id string, next time.Time) error
 	Run(ctx context.Context, id string) (*engine.Run, error)
 	Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error)
+	Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error)
+	Events(ctx context.Context, runID string, after int64, limit int) ([]engine.Event, error)
+	Checkpoint(ctx context.Context, runID string) ([]byte, error)
+	RecordPost(ctx context.Context, runID, ixID, channel, extID string) error
+	ShortID(ctx context.Context, scope, runID, ixID string) (int, error)
+	ShortIDs(ctx context.Context, scope, runID string) (map[string]int, error)
+	SetRunPost(ctx context.Context, runID, name, value string) error
+	RunPosts(ctx context.Context, runID string) (map[string]string, error)
 }
 
 // MaxOutboxAttempts bounds the tries of a post GitHub keeps refusing (a
 // deleted PR, a revoked installation); the last error is logged.
 const MaxOutboxAttempts = 10
 
-// Relay performs the GitHub side of outbox rows: a PR comment for each
-// question an agent posts, each answer given elsewhere, each pause and
-// each end of a run. Comments carry the row id as their marker, so a row
-// performed just before a crash is not posted twice.
+// Relay performs the GitHub side of outbox rows. For a run started from a
+// pull request it keeps one status comment and a check run on the head
+// commit, posts a comment for each question (an agent's async question,
+// a human node's form, an agent's blocking question) and edits it when
+// the question is answered. Comments carry a marker, so a row performed
+// just before a crash is not posted twice; everything else is rendered
+// from the store, so performing a row again is harmless.
 type Relay struct {
 	Store   OutboxStore
 	Replies *Commenter
@@ -38,16 +48,81 @@ type Relay struct {
 	// Poll is how often due rows are looked for (rows retried later
 	// become due without a wake-up).
 	Poll time.Duration
-	wake chan struct{}
-	now  func() time.Time
+	// StatusEvery bounds the edits of a run's status comment for progress
+	// (steps done): at most one per StatusEvery. State changes (a question,
+	// a pause, the end) come through the outbox and are shown at once.
+	StatusEvery time.Duration
+	wake        chan struct{}
+	now         func() time.Time
+
+	mu      sync.Mutex
+	written map[string]string    // marker key → body this process last wrote
+	touched map[string]bool      // runs with progress not yet shown
+	synced  map[string]time.Time // when each run's status was last synced
 }
 
-// NewRelay returns a relay polling every second.
+// NewRelay returns a relay polling every second and showing progress at
+// most every 10 seconds per run.
 func NewRelay(st OutboxStore, replies *Commenter, log *slog.Logger) *Relay {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{Store: st, Replies: replies, Log: log, Poll: time.Second, wake: make(chan struct{}, 1), now: time.Now}
+	return &Relay{
+		Store: st, Replies: replies, Log: log, Poll: time.Second, StatusEvery: 10 * time.Second,
+		wake: make(chan struct{}, 1), now: time.Now,
+		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{},
+	}
+}
+
+// Touch says run runID made progress; its status comment shows it at the
+// next sync StatusEvery allows. It never blocks.
+func (r *Relay) Touch(runID string) {
+	r.mu.Lock()
+	r.touched[runID] = true
+	r.mu.Unlock()
+}
+
+// SyncTouched syncs the status of the runs touched since their last sync
+// that StatusEvery allows now.
+func (r *Relay) SyncTouched(ctx context.Context) {
+	r.mu.Lock()
+	now := r.now()
+	var due []string
+	for id := range r.touched {
+		if now.Sub(r.synced[id]) >= r.StatusEvery {
+			due = append(due, id)
+			delete(r.touched, id)
+		}
+	}
+	r.mu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		run, err := r.Store.Run(ctx, id)
+		if err != nil || !onPR(run) {
+			continue
+		}
+		if err := r.syncNow(ctx, id); err != nil && ctx.Err() == nil {
+			// Progress is best effort; the next state change syncs again.
+			r.Log.Warn("updating a run's status comment failed", "run", id, "err", err)
+		}
+	}
+}
+
+// syncNow syncs a run and notes when.
+func (r *Relay) syncNow(ctx context.Context, runID string) error {
+	err := r.sync(ctx, runID)
+	r.mu.Lock()
+	r.synced[runID] = r.now()
+	if len(r.synced) > 10000 {
+		clear(r.synced)
+	}
+	r.mu.Unlock()
+	return err
+}
+
+func onPR(run *engine.Run) bool {
+	t := run.Trigger
+	return t.Source == "github" && strings.Contains(t.Repo, "/") && t.PR != 0 && t.Installation != 0
 }
 
 // Wake asks for a look at the outbox now; it never blocks.
@@ -64,6 +139,7 @@ func (r *Relay) Run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		r.Drain(ctx)
+		r.SyncTouched(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -117,8 +193,10 @@ func (r *Relay) Drain(ctx context.Context) {
 	}
 }
 
-// perform posts row's comment on the run's pull request. Rows of runs
-// not started from a PR, and kinds with nothing to say there, are done.
+// perform does row's side of GitHub for the run's pull request: the
+// question's comment for a question or a blocking pause, then a sync of
+// the status comment, the question comments and the check run. Rows of
+// runs not started from a PR are done.
 func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	run, err := r.Store.Run(ctx, row.RunID)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -127,64 +205,47 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	if err != nil {
 		return err
 	}
-	t := run.Trigger
-	owner, repo, ok := strings.Cut(t.Repo, "/")
-	if t.Source != "github" || !ok || t.PR == 0 || t.Installation == 0 {
+	if !onPR(run) {
 		return nil
 	}
-	var ix *engine.Interaction
-	if row.InteractionID != "" {
-		if ix, err = r.Store.Interaction(ctx, row.RunID, row.InteractionID); err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionPosted || row.Kind == engine.OutboxRunPaused) {
+		ix, err := r.Store.Interaction(ctx, row.RunID, row.InteractionID)
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return err
 		}
+		// An await pause is the agent waiting for questions already posted.
+		if ix != nil && ix.Kind != engine.KindAwait && ix.Posts["github"] == "" {
+			if err := r.postQuestion(ctx, run, ix); err != nil {
+				return err
+			}
+		}
 	}
-	body := commentFor(row, run, ix)
-	if body == "" {
-		return nil
-	}
-	_, err = r.Replies.Post(ctx, t.Installation, owner, repo, t.PR, "outbox-"+row.ID, body)
-	return err
+	return r.syncNow(ctx, run.ID)
 }
 
-// commentFor is the PR comment of an outbox row; "" for none.
-func commentFor(row engine.OutboxRow, run *engine.Run, ix *engine.Interaction) string {
-	switch row.Kind {
-	case engine.OutboxQuestionPosted:
-		if ix == nil {
-			return ""
-		}
-		return fmt.Sprintf("**Question** from `%s` (run `%s`):\n\n%s\n\nAnswer with a comment; the agent keeps working meanwhile and reads the answer at its next turn:\n\n```\n/iterion answer %s <your answer>\n```",
-			ix.NodeID, run.ID, quote(ix.Question()), ix.ID)
-	case engine.OutboxQuestionAnswered:
-		// An answer given on GitHub was confirmed in the reply to it.
-		if ix == nil || ix.Via == "github" {
-			return ""
-		}
-		who := ix.AnsweredBy
-		if who == "" {
-			who = "someone"
-		}
-		return fmt.Sprintf("Question `%s` was answered by %s (via %s):\n\n%s", ix.ID, who, ix.Via, quote(ix.Answer()))
-	case engine.OutboxRunPaused:
-		return fmt.Sprintf("Run `%s` of `%s` is waiting for answers; `/iterion status` lists the open questions.", run.ID, run.Workflow)
-	case engine.OutboxRunFinished:
-		return fmt.Sprintf("Run `%s` of `%s` finished.", run.ID, run.Workflow)
-	case engine.OutboxRunFailed:
-		var p struct {
-			Status, Error string
-			Code          string `json:"failure_code"`
-		}
-		_ = json.Unmarshal(row.Payload, &p)
-		text := fmt.Sprintf("Run `%s` of `%s` ended %s", run.ID, run.Workflow, cmp.Or(p.Status, string(run.Status)))
-		if p.Code != "" {
-			text += " [" + p.Code + "]"
-		}
-		if p.Error != "" {
-			text += ":\n\n```\n" + oneLine(Disarm(p.Error), 2000) + "\n```"
-		}
-		return text
+// postQuestion numbers a question on its PR, posts its comment and
+// records the comment on the interaction.
+func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.Interaction) error {
+	t := run.Trigger
+	owner, repo, _ := strings.Cut(t.Repo, "/")
+	scope := PRScope(t.Repo, t.PR)
+	if _, err := r.Store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
+		return err
 	}
-	return ""
+	v, err := r.read(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	body := renderQuestion(v, ix)
+	cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, questionKey(ix.ID), body)
+	if err != nil {
+		return err
+	}
+	if err := r.Store.RecordPost(ctx, run.ID, ix.ID, "github", strconv.FormatInt(cm.GetID(), 10)); err != nil {
+		return err
+	}
+	r.remember(questionKey(ix.ID), body)
+	return nil
 }
 
 // Disarm keeps text that others wrote (a comment's words echoed back, an

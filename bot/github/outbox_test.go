@@ -2,12 +2,17 @@ package github
 
 import (
 	"context"
+	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	gh "github.com/google/go-github/v62/github"
+
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/fakegithub"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -20,24 +25,41 @@ func compile(t *testing.T, src string) *dsl.Workflow {
 	return w
 }
 
-// Runs started from a PR get their ends posted on it, once each, from
-// the outbox rows the engine wrote; a run from elsewhere gets nothing.
-func TestRelay(t *testing.T) {
+// fakeClient returns a Commenter over the fake GitHub that records the
+// pacing waits instead of sleeping.
+func fakeCommenter(f *fakegithub.Server) *Commenter {
+	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
+	c.BaseURL, _ = url.Parse(f.URL())
+	cm, _ := newCommenter(c)
+	return cm
+}
+
+func openStore(t *testing.T) *store.DB {
 	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Runs started from a PR get one status comment and a check run, kept in
+// line with the run from the outbox rows the engine wrote; a run from
+// elsewhere gets nothing.
+func TestRelayStatusAndChecks(t *testing.T) {
+	db := openStore(t)
 	e := engine.New(engine.Options{Store: db, Poll: time.Hour})
 	ctx := context.Background()
-	gh := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, Actor: "ana"}
-	ok := compile(t, "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok\\\"}'\"\n  output: out\nworkflow good:\n  entry: t\n  t -> done\n")
+	fake := fakegithub.New(t, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	trig := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, Actor: "ana", HeadSHA: "abc1234def"}
+	ok := compile(t, "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok @team\\\"}'\"\n  output: out\n  publish: report\nworkflow good:\n  entry: t\n  t -> done\n")
 	bad := compile(t, "tool t:\n  command: \"echo broken >&2; exit 3\"\nworkflow bad:\n  entry: t\n  t -> done\n")
 	for _, r := range []struct {
 		w  *dsl.Workflow
 		id string
 		tr engine.Trigger
-	}{{ok, "good-1", gh}, {bad, "bad-1", gh}, {ok, "cli-1", engine.Trigger{Source: "cli"}}} {
+	}{{ok, "good-1", trig}, {bad, "bad-1", trig}, {ok, "cli-1", engine.Trigger{Source: "cli"}}} {
 		var channels []string
 		if r.tr.Source == "github" {
 			channels = []string{"github"}
@@ -46,32 +68,130 @@ func TestRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := &commentServer{}
-	cm, _ := newCommenter(cs.serve(t))
-	relay := NewRelay(db, cm, nil)
+	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
 	relay.Drain(ctx)
 	relay.Drain(ctx) // nothing twice
-	if len(cs.comments) != 2 {
-		t.Fatalf("%d comments, want 2", len(cs.comments))
+	comments := fake.Comments(7)
+	if len(comments) != 2 {
+		t.Fatalf("%d comments, want one status comment per PR run: %+v", len(comments), comments)
 	}
-	if got := cs.comments[0].GetBody(); !strings.HasPrefix(got, "Run `good-1` of `good` finished.") {
-		t.Errorf("first comment = %q", got)
+	good, badc := comments[0].Body, comments[1].Body
+	for _, want := range []string{"✅ **iterion** · run `good-1` of `good` on abc1234 · **Finished**", "Started by `ana`. 1 step done.", "**Published artifacts:**", "<code>report</code> (version 1)", "\"text\": \"ok @\u200bteam\"", Marker("status-good-1")} {
+		if !strings.Contains(good, want) {
+			t.Errorf("status comment of good-1 lacks %q:\n%s", want, good)
+		}
 	}
-	if got := cs.comments[1].GetBody(); !strings.Contains(got, "Run `bad-1` of `bad` ended failed_resumable [EXECUTION_FAILED]") || !strings.Contains(got, "broken") {
-		t.Errorf("second comment = %q", got)
+	for _, want := range []string{"❌ **iterion** · run `bad-1` of `bad`", "**Failed**", "Failure `EXECUTION_FAILED`", "broken"} {
+		if !strings.Contains(badc, want) {
+			t.Errorf("status comment of bad-1 lacks %q:\n%s", want, badc)
+		}
+	}
+	checks := fake.CheckRuns()
+	if len(checks) != 2 {
+		t.Fatalf("%d check runs, want 2: %+v", len(checks), checks)
+	}
+	for i, want := range []struct{ name, ext, state string }{{"iterion / good", "good-1/1", "completed/success"}, {"iterion / bad", "bad-1/1", "completed/failure"}} {
+		c := checks[i]
+		if c.Name != want.name || c.ExternalID != want.ext || c.HeadSHA != "abc1234def" || c.History[len(c.History)-1] != want.state {
+			t.Errorf("check run %d = %+v, want %+v", i, c, want)
+		}
+		if c.DetailsURL == "" || !strings.Contains(c.DetailsURL, "#issuecomment-") {
+			t.Errorf("check run %d links %q, want the status comment", i, c.DetailsURL)
+		}
 	}
 	if rows, _ := db.DueOutbox(ctx, time.Now().Add(time.Hour), 0); len(rows) != 0 {
 		t.Errorf("outbox rows left: %+v", rows)
 	}
 }
 
-// A PR GitHub refuses to comment on is retried with back-off, then given up.
-func TestRelayRetries(t *testing.T) {
-	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
-	if err != nil {
+// A question gets a comment with its short id, options and how to
+// answer; an answer given elsewhere edits it to say who answered, and
+// the status comment lists the open questions with links.
+func TestRelayQuestions(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	fake := fakegithub.New(t, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	run := &engine.Run{ID: "q-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+	if err := db.CreateRun(ctx, run, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	post := func(text string, opts ...engine.Option) *engine.Interaction {
+		q := map[string]any{engine.QuestionKey: text}
+		if len(opts) > 0 {
+			q[engine.OptionsKey] = opts
+		}
+		ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	first := post("Which licence? cc @acme/legal", engine.Option{ID: "mit", Label: "MIT"}, engine.Option{ID: "apache", Label: "Apache-2.0"})
+	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
+	relay.Drain(ctx)
+	second := post("Minimum Go version?")
+	relay.Drain(ctx)
+
+	qs := fake.BotComments(7, "**Question Q")
+	if len(qs) != 2 {
+		t.Fatalf("%d question comments, want 2: %+v", len(qs), fake.Comments(7))
+	}
+	want := "**Question Q1** · from `draft` in run `q-1`\n\n> Which licence? cc @\u200bacme/legal\n\nOptions:\n1. MIT\n2. Apache-2.0\n\n**To answer**, reply quoting this comment with an option's number or label, or your own words, or comment:\n\n```\n/iterion answer Q1 <your answer>\n```\n"
+	if !strings.HasPrefix(qs[0].Body, want) {
+		t.Errorf("first question comment:\n%s\nwant it to start with:\n%s", qs[0].Body, want)
+	}
+	if !strings.Contains(qs[1].Body, "**Question Q2**") {
+		t.Errorf("second question comment = %q", qs[1].Body)
+	}
+	// The bot's own comment never reads as a command, and a quote of it
+	// names its question.
+	if cmds, problems := ParseComment(qs[0].Body); len(cmds)+len(problems) != 0 {
+		t.Errorf("the question comment parses as commands: %+v %+v", cmds, problems)
+	}
+	if r, ok := ParseReply(quoteAll(qs[0].Body) + "\n2"); !ok || len(r.Questions) != 1 || r.Questions[0] != 1 || r.Text != "2" {
+		t.Errorf("a quote reply of Q1 reads as %+v, %v", r, ok)
+	}
+	for _, ix := range []*engine.Interaction{first, second} {
+		got, _ := db.Interaction(ctx, run.ID, ix.ID)
+		if got.Posts["github"] == "" {
+			t.Errorf("%s: no comment recorded", ix.ID)
+		}
+	}
+	status := fake.BotComments(7, Marker("status-q-1"))
+	if len(status) != 1 || !strings.Contains(status[0].Body, "**Waiting for answers:**\n- [Q1](") || !strings.Contains(status[0].Body, "- [Q2](") {
+		t.Fatalf("status comment = %+v", status)
+	}
+	checks := fake.CheckRuns()
+	if len(checks) != 1 || checks[0].Status != "in_progress" {
+		t.Errorf("check runs = %+v, want one in progress", checks)
+	}
+
+	if _, err := db.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: first.ID, Text: "MIT", By: "ana", Via: "slack"}); err != nil {
+		t.Fatal(err)
+	}
+	relay.Drain(ctx)
+	q1 := fake.BotComments(7, "**Question Q1**")[0]
+	if !strings.Contains(q1.Body, "✅ Answered by `ana` via slack:\n\n> MIT") || strings.Contains(q1.Body, "To answer") || q1.Edits != 1 {
+		t.Errorf("answered question comment (%d edits):\n%s", q1.Edits, q1.Body)
+	}
+	status = fake.BotComments(7, Marker("status-q-1"))
+	if strings.Contains(status[0].Body, "[Q1]") || !strings.Contains(status[0].Body, "[Q2]") {
+		t.Errorf("status after the answer:\n%s", status[0].Body)
+	}
+	if n := len(fake.Comments(7)); n != 3 {
+		t.Errorf("%d comments, want 3 (an answer edits, it does not post)", n)
+	}
+}
+
+func quoteAll(s string) string {
+	return "> " + strings.ReplaceAll(s, "\n", "\n> ")
+}
+
+// A PR GitHub refuses to comment on is retried with back-off, then given up.
+func TestRelayRetries(t *testing.T) {
+	db := openStore(t)
 	e := engine.New(engine.Options{Store: db, Poll: time.Hour})
 	ctx := context.Background()
 	w := compile(t, "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
@@ -80,9 +200,8 @@ func TestRelayRetries(t *testing.T) {
 		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 8, Installation: 42}}); err != nil {
 		t.Fatal(err)
 	}
-	cs := &commentServer{}
-	cm, _ := newCommenter(cs.serve(t))
-	relay := NewRelay(db, cm, nil)
+	fake := fakegithub.New(t, "acme", "app")
+	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
 	clock := time.Now()
 	relay.now = func() time.Time { return clock }
 	for attempt := 1; attempt <= MaxOutboxAttempts; attempt++ {
@@ -97,43 +216,29 @@ func TestRelayRetries(t *testing.T) {
 			}
 			break
 		}
-		if len(rows) != 1 || rows[0].Attempts != attempt || !rows[0].NextAt.After(clock) {
-			t.Fatalf("after attempt %d: %+v, want the row postponed with %d attempts", attempt, rows, attempt)
+		if len(rows) != 2 || rows[0].Attempts != attempt || rows[1].Attempts != attempt || !rows[0].NextAt.After(clock) {
+			t.Fatalf("after attempt %d: %+v, want the run's two rows postponed with %d attempts", attempt, rows, attempt)
 		}
 		if due, _ := db.DueOutbox(ctx, clock, 0); len(due) != 0 {
 			t.Fatalf("after attempt %d the row is due again at once", attempt)
 		}
 		clock = rows[0].NextAt
 	}
-	if len(cs.comments) != 0 {
-		t.Errorf("%d comments on a PR that does not exist", len(cs.comments))
+	if n := len(fake.Comments(8)); n != 0 {
+		t.Errorf("%d comments on a PR that does not exist", n)
 	}
 }
 
-func TestCommentForQuestion(t *testing.T) {
-	run := &engine.Run{ID: "r1", Workflow: "review"}
-	ix := &engine.Interaction{ID: "r1_draft_async_1", NodeID: "draft", Questions: map[string]any{engine.QuestionKey: "Which license?\n/iterion answer r1_draft_async_1 GPL"}}
-	got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionPosted}, run, ix)
-	want := "**Question** from `draft` (run `r1`):\n\n> Which license?\n> /iterion answer r1_draft_async_1 GPL\n\n"
-	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "```\n/iterion answer r1_draft_async_1 <your answer>\n```") {
-		t.Errorf("question comment = %q", got)
-	}
-	// The bot's own comment never reads as a command: the quoted line and
-	// the fenced example are not commands.
-	if cmds, problems := ParseComment(got); len(cmds)+len(problems) != 0 {
-		t.Errorf("the question comment parses as commands: %+v %+v", cmds, problems)
-	}
-	ix.AnsweredAt, ix.AnsweredBy, ix.Via = time.Now(), "ana", "slack"
-	ix.Answers = map[string]any{engine.QuestionKey: "MIT"}
-	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); got != "Question `r1_draft_async_1` was answered by ana (via slack):\n\n> MIT" {
-		t.Errorf("answer comment = %q", got)
-	}
-	ix.Answers = map[string]any{engine.QuestionKey: "ask @acme/everyone"}
-	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); strings.Contains(got, "@acme") {
-		t.Errorf("an answer's mention reaches the comment: %q", got)
-	}
-	ix.Via = "github"
-	if got := commentFor(engine.OutboxRow{Kind: engine.OutboxQuestionAnswered}, run, ix); got != "" {
-		t.Errorf("an answer given on GitHub is echoed: %q", got)
-	}
+
+// testLog logs to the test's output.
+func testLog(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

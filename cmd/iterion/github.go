@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -65,9 +66,14 @@ func githubFromEnv() (cfg githubConfig, ok bool, err error) {
 
 // githubActions are the Handler's actions on this server's engine.
 type githubActions struct {
-	o      *owner
-	launch *ghbot.Launcher
-	after  func(context.Context, *engine.AnswerResult) bool
+	o       *owner
+	launch  *ghbot.Launcher
+	after   func(context.Context, *engine.AnswerResult) bool
+	resumer *resumer
+}
+
+func (a githubActions) AnswerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error {
+	return a.resumer.answerPause(ctx, runID, ixID, answers, by)
 }
 
 func (a githubActions) Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
@@ -85,15 +91,22 @@ func (a githubActions) Launch(ctx context.Context, l ghbot.Launch) (string, erro
 }
 
 // serveGitHub mounts the App's webhook endpoint and starts the worker that
-// acts on the deliveries; the worker stops with ctx.
-// wakeRelay receives the relay's wake-up for the engine's event hook.
+// acts on the deliveries and the relay that writes to GitHub; both stop
+// with ctx. The relay is stored in relay for the engine's event hook.
 func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup, log *slog.Logger, mux *http.ServeMux,
-	after func(context.Context, *engine.AnswerResult) bool, wakeRelay *atomic.Pointer[func()]) (done <-chan struct{}, err error) {
+	after func(context.Context, *engine.AnswerResult) bool, res *resumer, relay *atomic.Pointer[ghbot.Relay]) (done <-chan struct{}, err error) {
 	app, err := ghbot.NewApp(cfg.appID, cfg.key, cfg.apiURL, nil)
 	if err != nil {
 		return nil, err
 	}
 	launcher := &ghbot.Launcher{
+		Fetch: func(ctx context.Context, inst int64, owner, repo, path, ref string) ([]byte, error) {
+			c, err := app.Installation(inst)
+			if err != nil {
+				return nil, err
+			}
+			return ghbot.FetchFile(ctx, c, owner, repo, path, ref, dsl.MaxFileSize)
+		},
 		Token:      app.Token,
 		CloneURL:   func(owner, repo string) string { return cfg.gitURL + "/" + owner + "/" + repo + ".git" },
 		Workspaces: workspacesDir(o),
@@ -117,35 +130,39 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Client:  app.Installation,
 		Perms:   app,
 		Runs:    o.db,
-		Actions: githubActions{o: o, launch: launcher, after: after},
+		Actions: githubActions{o: o, launch: launcher, after: after, resumer: res},
 		Replies: ghbot.NewCommenter(app.Installation),
 		Log:     log,
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
-	relay := ghbot.NewRelay(o.db, h.Replies, log)
-	wake := relay.Wake
-	wakeRelay.Store(&wake)
+	rl := ghbot.NewRelay(o.db, h.Replies, log)
+	relay.Store(rl)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
-	wg.Go(func() { relay.Run(ctx) })
+	wg.Go(func() { rl.Run(ctx) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
 }
 
 // relayOnEvent is the engine's event hook while a relay may run: events
-// that come with outbox rows (a question, an answer, a pause, an end) wake
-// the relay stored in wake, once it runs.
-func relayOnEvent(wake *atomic.Pointer[func()]) func(engine.Event) {
+// that come with outbox rows (a start, a question, an answer, a pause, an
+// end) wake it, and progress (steps starting and finishing) is shown at
+// the pace the relay allows.
+func relayOnEvent(relay *atomic.Pointer[ghbot.Relay]) func(engine.Event) {
 	return func(ev engine.Event) {
+		r := relay.Load()
+		if r == nil {
+			return
+		}
 		switch ev.Type {
-		case engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
+		case engine.EventRunStarted, engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
 			engine.EventInteractionAnswered, engine.EventHumanInputRequested:
-			if f := wake.Load(); f != nil {
-				(*f)()
-			}
+			r.Wake()
+		case engine.EventNodeStarted, engine.EventNodeFinished, engine.EventRunResumed:
+			r.Touch(ev.RunID)
 		}
 	}
 }
@@ -162,41 +179,95 @@ func workDirOf(o *owner, r *engine.Run) string {
 	return ""
 }
 
-// resumeReleased is serve's answer hook: an answer that leaves no question
-// pending for a run paused on the await_answers tool resumes it in the
-// background.
-// Two answers arriving together resume the run once.
-func resumeReleased(o *owner, runs *runGroup, log *slog.Logger) func(context.Context, *engine.AnswerResult) bool {
-	var resuming sync.Map
-	return func(ctx context.Context, res *engine.AnswerResult) bool {
-		runID := res.Interaction.RunID
-		if _, busy := resuming.LoadOrStore(runID, true); busy {
-			return true
-		}
-		release := func() { resuming.Delete(runID) }
-		ready, err := o.engine.AwaitReady(ctx, runID)
-		if err != nil || !ready {
-			release()
-			return false
-		}
-		r, err := o.db.Run(ctx, runID)
-		if err != nil {
-			release()
-			log.Error("reading a released run failed", "run", runID, "err", err)
-			return false
-		}
-		w, err := loadWorkflow(io.Discard, r.File)
-		if err != nil {
-			release()
-			log.Error("a released run cannot resume", "run", runID, "err", err)
-			return false
-		}
-		runs.wg.Go(func() {
-			defer release()
-			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(o, r), Via: "answer"}); err != nil {
-				log.Error("resuming a released run failed", "run", runID, "err", err)
-			}
-		})
+// resumer continues paused runs in the background for serve: a run paused
+// on the await_answers tool when its last question is answered, and a run
+// paused on a blocking question when it is answered on GitHub. A run is
+// resumed by one of them at a time.
+type resumer struct {
+	o    *owner
+	runs *runGroup
+	log  *slog.Logger
+	busy sync.Map // run id → resuming
+}
+
+// released is serve's answer hook: an answer that leaves no question
+// pending for a run paused on the await_answers tool resumes it. Two
+// answers arriving together resume the run once.
+func (rs *resumer) released(ctx context.Context, res *engine.AnswerResult) bool {
+	runID := res.Interaction.RunID
+	if _, busy := rs.busy.LoadOrStore(runID, true); busy {
 		return true
+	}
+	release := func() { rs.busy.Delete(runID) }
+	ready, err := rs.o.engine.AwaitReady(ctx, runID)
+	if err != nil || !ready {
+		release()
+		return false
+	}
+	r, w, err := rs.load(ctx, runID)
+	if err != nil {
+		release()
+		rs.log.Error("a released run cannot resume", "run", runID, "err", err)
+		return false
+	}
+	rs.runs.wg.Go(func() {
+		defer release()
+		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer"}); err != nil {
+			rs.log.Error("resuming a released run failed", "run", runID, "err", err)
+		}
+	})
+	return true
+}
+
+func (rs *resumer) load(ctx context.Context, runID string) (*engine.Run, *dsl.Workflow, error) {
+	r, err := rs.o.db.Run(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := loadWorkflow(io.Discard, r.File)
+	return r, w, err
+}
+
+// answerPause answers the blocking question run runID is paused on and
+// resumes it in the background. It returns once the answers are stored
+// (nil) or refused (*ghbot.AnswerError saying why).
+func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error {
+	if _, busy := rs.busy.LoadOrStore(runID, true); busy {
+		return &ghbot.AnswerError{Msg: "the run is being resumed by another answer right now; check its status comment"}
+	}
+	release := func() { rs.busy.Delete(runID) }
+	r, w, err := rs.load(ctx, runID)
+	if err != nil {
+		release()
+		return err
+	}
+	if r.Status != engine.StatusPausedWaitingHuman {
+		release()
+		return &ghbot.AnswerError{Msg: fmt.Sprintf("run %s is %s, not waiting for this answer", runID, r.Status)}
+	}
+	recorded := make(chan struct{})
+	errc := make(chan error, 1)
+	rs.runs.wg.Go(func() {
+		defer release()
+		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
+			Workflow: w, RunID: runID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true,
+			Recorded: func() { close(recorded) },
+		})
+		errc <- err
+	})
+	select {
+	case <-recorded:
+		return nil
+	case err := <-errc:
+		if err == nil {
+			return nil
+		}
+		// Resume refuses answers before storing anything; its message says
+		// which field is wrong.
+		msg := err.Error()
+		if _, rest, ok := strings.Cut(msg, runID+": "); ok {
+			msg = rest
+		}
+		return &ghbot.AnswerError{Msg: msg}
 	}
 }

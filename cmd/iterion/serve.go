@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/bot/api"
+	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -80,9 +81,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		return err
 	}
 	opts.Logger = log
-	var wakeRelay atomic.Pointer[func()]
+	var relay atomic.Pointer[ghbot.Relay]
 	if withGitHub {
-		opts.OnEvent = relayOnEvent(&wakeRelay)
+		opts.OnEvent = relayOnEvent(&relay)
 	}
 	// Runs outlive the requests that start them, but not the server.
 	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
@@ -107,7 +108,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 		return err
 	}
 	defer o.Close()
-	resume := resumeReleased(o, runs, log)
+	res := &resumer{o: o, runs: runs, log: log}
+	resume := res.released
 	afterAnswer.Store(&resume)
 	ready.Store(o)
 	recoverInterrupted(o, runs, log)
@@ -124,7 +126,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 	})
 	if withGitHub {
 		// The worker stops with ctx, before the store closes.
-		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after, &wakeRelay)
+		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after, res, &relay)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,107 @@
+package github
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Reply is a comment that answers a question by quoting it: GitHub's
+// "Quote reply" copies the question comment's visible text (never its
+// hidden marker) as "> " lines, so the question is found by the short id
+// the comment shows ("Question Q3").
+type Reply struct {
+	// Questions are the short numbers of the questions quoted, in the
+	// order first quoted, each once.
+	Questions []int
+	// Text is the comment without the quoted lines, trimmed.
+	Text string
+}
+
+// questionRef finds "Question Q3" (bold, code or plain) in a quoted line.
+var questionRef = regexp.MustCompile(`(?i)\bquestion\W{0,3}Q(\d{1,9})\b`)
+
+// ParseReply reads a comment that quotes iterion questions. ok is false
+// when it quotes none. Lines inside code blocks never count as quotes.
+func ParseReply(body string) (r Reply, ok bool) {
+	if utf8.RuneCountInString(body) > MaxCommentSize {
+		return Reply{}, false
+	}
+	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
+	var kept []string
+	fence := ""
+	for _, line := range lines {
+		trimmed := strings.TrimLeft(line, " ")
+		if f := fenceOf(trimmed); f != "" {
+			switch {
+			case fence == "":
+				fence = f
+			case strings.HasPrefix(trimmed, fence) && strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1])) == "":
+				fence = ""
+			}
+			kept = append(kept, line)
+			continue
+		}
+		if fence == "" && len(line)-len(trimmed) < 4 && strings.HasPrefix(trimmed, ">") {
+			for _, m := range questionRef.FindAllStringSubmatch(trimmed, -1) {
+				n, err := strconv.Atoi(m[1])
+				if err == nil && n > 0 && !slices.Contains(r.Questions, n) {
+					r.Questions = append(r.Questions, n)
+				}
+			}
+			continue
+		}
+		kept = append(kept, line)
+	}
+	if len(r.Questions) == 0 {
+		return Reply{}, false
+	}
+	r.Text = strings.TrimSpace(strings.Join(kept, "\n"))
+	return r, true
+}
+
+// ShortQuestionID reads a short question id as people type it: "Q3",
+// "q3" or "#3"; ok is false for anything else (a full interaction id).
+func ShortQuestionID(s string) (n int, ok bool) {
+	s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(s, "#"), "Q"), "q")
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n > 0
+}
+
+// ParseForm reads the answer to a form with several fields written as
+// "key: value" lines (a value may continue on the lines after it that
+// hold no "key:"). Keys are matched against fields, case-insensitively,
+// so prose with colons in it stays part of a value; text before the
+// first key is returned as rest.
+func ParseForm(text string, fields []string) (values map[string]string, rest string) {
+	values = map[string]string{}
+	var cur string
+	var restLines []string
+	for _, line := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
+		key, val, found := strings.Cut(line, ":")
+		key = strings.Trim(strings.TrimSpace(key), "*`-_ ")
+		if found {
+			if i := slices.IndexFunc(fields, func(f string) bool { return strings.EqualFold(f, key) }); i >= 0 {
+				cur = fields[i]
+				values[cur] = strings.TrimSpace(val)
+				continue
+			}
+		}
+		if cur == "" {
+			restLines = append(restLines, line)
+			continue
+		}
+		values[cur] = strings.TrimSpace(values[cur] + "\n" + line)
+	}
+	return values, strings.TrimSpace(strings.Join(restLines, "\n"))
+}

@@ -1,0 +1,524 @@
+package github
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// Names of a run's own posts in the store (RunPosts).
+const (
+	postStatusComment = "github-status-comment"
+	postStatusURL     = "github-status-url"
+	postCheckRun      = "github-check-run"
+	postCheckState    = "github-check-state"
+	postCheckPhase    = "github-check-phase"
+)
+
+// PRScope is the scope of a pull request's short question numbers.
+func PRScope(repo string, pr int) string {
+	return "github/" + strings.ToLower(repo) + "#" + strconv.Itoa(pr)
+}
+
+// statusKey and questionKey are the markers of a run's status comment and
+// of a question's comment.
+func statusKey(runID string) string  { return "status-" + runID }
+func questionKey(ixID string) string { return "question-" + ixID }
+
+// view is what one sync of a run reads from the store.
+type view struct {
+	run     *engine.Run
+	ixs     []*engine.Interaction
+	events  []engine.Event
+	snap    *engine.Snapshot
+	numbers map[string]int // interaction id → short number on the PR
+	posts   map[string]string
+}
+
+func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
+	run, err := r.Store.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{run: run}
+	if v.ixs, err = r.Store.Interactions(ctx, runID); err != nil {
+		return nil, err
+	}
+	if v.events, err = r.Store.Events(ctx, runID, 0, 0); err != nil {
+		return nil, err
+	}
+	raw, err := r.Store.Checkpoint(ctx, runID)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return nil, err
+	}
+	if v.snap, err = engine.ReadSnapshot(raw); err != nil {
+		// A checkpoint this build cannot read still has a status to show.
+		r.Log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
+		v.snap, _ = engine.ReadSnapshot(nil)
+	}
+	if v.numbers, err = r.Store.ShortIDs(ctx, PRScope(run.Trigger.Repo, run.Trigger.PR), runID); err != nil {
+		return nil, err
+	}
+	if v.posts, err = r.Store.RunPosts(ctx, runID); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// commentURL links the bot's comment id on the run's PR: the status
+// comment's address with another anchor, or an anchor on the PR page.
+func (v *view) commentURL(id string) string {
+	base, _, _ := strings.Cut(v.posts[postStatusURL], "#")
+	return base + "#issuecomment-" + id
+}
+
+// sync brings the run's status comment, its question comments and its
+// check run in line with the store. Each is rendered from the store and
+// written only when it differs from what this process last wrote, so a
+// sync repeated after a crash or a retry is harmless.
+func (r *Relay) sync(ctx context.Context, runID string) error {
+	v, err := r.read(ctx, runID)
+	if err != nil {
+		return err
+	}
+	t := v.run.Trigger
+	owner, repo, _ := strings.Cut(t.Repo, "/")
+	// The status comment first: its address is the check run's details
+	// link and the base of the question links.
+	body := renderStatus(v)
+	if id := v.posts[postStatusComment]; id == "" {
+		cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, statusKey(v.run.ID), body)
+		if err != nil {
+			return err
+		}
+		id := strconv.FormatInt(cm.GetID(), 10)
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusComment, id); err != nil {
+			return err
+		}
+		v.posts[postStatusComment] = id
+		if cm.GetHTMLURL() != "" {
+			if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusURL, cm.GetHTMLURL()); err != nil {
+				return err
+			}
+			v.posts[postStatusURL] = cm.GetHTMLURL()
+		}
+		// A status comment found by its marker after a crash may be stale.
+		if err := r.edit(ctx, v, cm.GetID(), statusKey(v.run.ID), body); err != nil {
+			return err
+		}
+	} else if err := r.edit(ctx, v, atoi64(id), statusKey(v.run.ID), body); err != nil {
+		return err
+	}
+	for _, ix := range v.ixs {
+		id := ix.Posts["github"]
+		if id == "" {
+			continue
+		}
+		if err := r.edit(ctx, v, atoi64(id), questionKey(ix.ID), renderQuestion(v, ix)); err != nil {
+			return err
+		}
+	}
+	return r.syncCheck(ctx, v)
+}
+
+// edit writes body to comment id unless this process last wrote it there.
+func (r *Relay) edit(ctx context.Context, v *view, id int64, key, body string) error {
+	r.mu.Lock()
+	same := r.written[key] == body
+	r.mu.Unlock()
+	if same {
+		return nil
+	}
+	t := v.run.Trigger
+	owner, repo, _ := strings.Cut(t.Repo, "/")
+	if err := r.Replies.Edit(ctx, t.Installation, owner, repo, id, key, body); err != nil {
+		return err
+	}
+	r.remember(key, body)
+	return nil
+}
+
+func (r *Relay) remember(key, body string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.written) > 10000 {
+		clear(r.written) // only a cache: a forgotten body costs one edit
+	}
+	r.written[key] = body
+}
+
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// checkFor is the check run state of a run status.
+func checkFor(s engine.Status) CheckState {
+	switch s {
+	case engine.StatusPausedWaitingHuman:
+		return CheckState{"completed", "action_required"}
+	case engine.StatusFinished:
+		return CheckState{"completed", "success"}
+	case engine.StatusFailed, engine.StatusFailedResumable:
+		return CheckState{"completed", "failure"}
+	case engine.StatusCancelled:
+		return CheckState{"completed", "cancelled"}
+	}
+	return CheckState{Status: "in_progress"}
+}
+
+// syncCheck keeps the run's check run on its head commit in line with the
+// run. A check run GitHub completed cannot go back to in_progress, so a
+// run that continues after waiting for answers gets a new check run (a
+// new phase) of the same name; GitHub shows the newest.
+func (r *Relay) syncCheck(ctx context.Context, v *view) error {
+	t := v.run.Trigger
+	if t.HeadSHA == "" {
+		return nil
+	}
+	owner, repo, _ := strings.Cut(t.Repo, "/")
+	want := checkFor(v.run.Status)
+	have := v.posts[postCheckState]
+	if v.posts[postCheckRun] != "" && have == want.String() {
+		return nil
+	}
+	name := "iterion / " + v.run.Workflow
+	out := CheckOutput{Title: statusTitle(v.run.Status), Summary: renderStatus(v), DetailsURL: v.posts[postStatusURL]}
+	phase := max(atoi64(v.posts[postCheckPhase]), 1)
+	id := atoi64(v.posts[postCheckRun])
+	if id != 0 && strings.HasPrefix(have, "completed") {
+		phase++
+		id = 0
+	}
+	if id == 0 {
+		var err error
+		ext := v.run.ID + "/" + strconv.FormatInt(phase, 10)
+		if id, err = r.Replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
+			return err
+		}
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
+			return err
+		}
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckRun, strconv.FormatInt(id, 10)); err != nil {
+			return err
+		}
+	}
+	// Also for a check run just ensured: one found after a crash may be
+	// in an older state.
+	if err := r.Replies.UpdateCheckRun(ctx, t.Installation, owner, repo, id, name, want, out); err != nil {
+		return err
+	}
+	return r.Store.SetRunPost(ctx, v.run.ID, postCheckState, want.String())
+}
+
+func statusTitle(s engine.Status) string {
+	switch s {
+	case engine.StatusPausedWaitingHuman:
+		return "Waiting for answers"
+	case engine.StatusFinished:
+		return "Finished"
+	case engine.StatusFailed, engine.StatusFailedResumable:
+		return "Failed"
+	case engine.StatusCancelled:
+		return "Cancelled"
+	}
+	return "Running"
+}
+
+func statusIcon(s engine.Status) string {
+	switch s {
+	case engine.StatusPausedWaitingHuman:
+		return "⏸️"
+	case engine.StatusFinished:
+		return "✅"
+	case engine.StatusFailed, engine.StatusFailedResumable:
+		return "❌"
+	case engine.StatusCancelled:
+		return "⏹️"
+	}
+	return "⏳"
+}
+
+// renderStatus is the run's status comment. It holds nothing that
+// changes by itself (no "x seconds ago"), so an unchanged run renders the
+// same text and costs no edit.
+func renderStatus(v *view) string {
+	run := v.run
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", statusIcon(run.Status), run.ID, run.Workflow)
+	if sha := run.Trigger.HeadSHA; sha != "" {
+		fmt.Fprintf(&b, " on %s", shortSHA(sha))
+	}
+	fmt.Fprintf(&b, " · **%s**\n\n", statusTitle(run.Status))
+	if a := run.Trigger.Actor; a != "" {
+		fmt.Fprintf(&b, "Started by `%s`.", Disarm(a))
+	}
+	done, current := progress(v.events)
+	fmt.Fprintf(&b, " %d step%s done", done, plural(done))
+	if !run.Status.Terminal() && len(current) > 0 {
+		fmt.Fprintf(&b, "; now at %s", codeList(current, 3))
+	}
+	b.WriteString(".\n")
+	if open := openQuestions(v); len(open) > 0 {
+		b.WriteString("\n**Waiting for answers:**\n")
+		for _, line := range open {
+			b.WriteString(line + "\n")
+		}
+		if at, ok := earliest(v.snap.Gates); ok {
+			fmt.Fprintf(&b, "\nThe run waits for them until %s.\n", at.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+	}
+	b.WriteString(endSummary(v))
+	return b.String()
+}
+
+// progress counts the finished nodes and names the ones executing.
+func progress(events []engine.Event) (done int, current []string) {
+	running := map[string]bool{}
+	var order []string
+	for _, ev := range events {
+		switch ev.Type {
+		case engine.EventNodeStarted:
+			if !running[ev.NodeID] {
+				order = append(order, ev.NodeID)
+			}
+			running[ev.NodeID] = true
+		case engine.EventNodeFinished:
+			done++
+			running[ev.NodeID] = false
+		case engine.EventRunResumed, engine.EventRunPaused:
+			clear(running)
+		}
+	}
+	for _, n := range order {
+		if running[n] {
+			current = append(current, n)
+		}
+	}
+	return done, current
+}
+
+func codeList(names []string, max int) string {
+	var parts []string
+	for i, n := range names {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("%d more", len(names)-max))
+			break
+		}
+		parts = append(parts, "`"+n+"`")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func earliest(m map[string]time.Time) (time.Time, bool) {
+	var at time.Time
+	for _, t := range m {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// openQuestions lists the run's pending questions that have a comment,
+// each linked to it.
+func openQuestions(v *view) []string {
+	var lines []string
+	for _, ix := range v.ixs {
+		if !ix.Pending() || ix.Kind == engine.KindAwait {
+			continue
+		}
+		label := "question"
+		if n := v.numbers[ix.ID]; n > 0 {
+			label = "Q" + strconv.Itoa(n)
+		}
+		if id := ix.Posts["github"]; id != "" {
+			label = fmt.Sprintf("[%s](%s)", label, v.commentURL(id))
+		}
+		lines = append(lines, fmt.Sprintf("- %s: %s", label, Disarm(oneLine(questionText(ix), 200))))
+	}
+	return lines
+}
+
+// endSummary is the ending of a finished or failed run: how it ended, the
+// tokens it used and its published artifacts.
+func endSummary(v *view) string {
+	run := v.run
+	if !run.Status.Terminal() && run.Status != engine.StatusFailedResumable {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n")
+	if !run.FinishedAt.IsZero() {
+		fmt.Fprintf(&b, "Took %s", run.FinishedAt.Sub(run.CreatedAt).Round(time.Second))
+	} else {
+		b.WriteString("Ended")
+	}
+	if v.snap.Tokens > 0 {
+		fmt.Fprintf(&b, ", %d tokens", v.snap.Tokens)
+	}
+	if v.snap.CostUSD > 0 {
+		fmt.Fprintf(&b, " ($%.4f)", v.snap.CostUSD)
+	}
+	b.WriteString(".\n")
+	if run.Status != engine.StatusFinished {
+		if run.FailureCode != "" {
+			fmt.Fprintf(&b, "\nFailure `%s`", run.FailureCode)
+		} else {
+			b.WriteString("\nStopped")
+		}
+		if run.Error != "" {
+			fmt.Fprintf(&b, ":\n\n```\n%s\n```\n", strings.ReplaceAll(oneLine(Disarm(run.Error), 2000), "```", "'''"))
+		} else {
+			b.WriteString(".\n")
+		}
+	}
+	names := slices.Sorted(maps.Keys(v.snap.Artifacts))
+	if len(names) > 0 {
+		b.WriteString("\n**Published artifacts:**\n")
+	}
+	for _, name := range names {
+		data, err := json.MarshalIndent(v.snap.Artifacts[name], "", "  ")
+		if err != nil {
+			continue
+		}
+		text := strings.ReplaceAll(Disarm(string(data)), "```", "'''")
+		if len(text) > 8000 {
+			text = text[:8000] + "\n…"
+		}
+		fmt.Fprintf(&b, "\n<details><summary><code>%s</code> (version %d)</summary>\n\n```json\n%s\n```\n\n</details>\n",
+			name, v.snap.Versions[name], text)
+	}
+	return b.String()
+}
+
+// questionText is what a question asks: an agent's question, or a human
+// node's instructions.
+func questionText(ix *engine.Interaction) string {
+	if q := ix.Question(); q != "" {
+		return q
+	}
+	if s, ok := ix.Questions["_instructions"].(string); ok && s != "" {
+		return s
+	}
+	return "input for `" + ix.NodeID + "`"
+}
+
+// options returns the labels a question offers, in order.
+func options(ix *engine.Interaction) []string {
+	var labels []string
+	switch opts := ix.Questions[engine.OptionsKey].(type) {
+	case []engine.Option:
+		for _, o := range opts {
+			labels = append(labels, cmp.Or(o.Label, o.ID))
+		}
+	case []any:
+		for _, o := range opts {
+			if m, ok := o.(map[string]any); ok {
+				label, _ := m["label"].(string)
+				id, _ := m["id"].(string)
+				if l := cmp.Or(label, id); l != "" {
+					labels = append(labels, l)
+				}
+			}
+		}
+	}
+	return labels
+}
+
+// formFields are the fields of a human node's form, sorted; nil for a
+// question answered with one text.
+func formFields(ix *engine.Interaction) []string {
+	if ix.Kind != engine.KindBlocking || ix.Question() != "" {
+		return nil
+	}
+	var fields []string
+	for k := range ix.Questions {
+		if !strings.HasPrefix(k, "_") {
+			fields = append(fields, k)
+		}
+	}
+	slices.Sort(fields)
+	return fields
+}
+
+// renderQuestion is a question's PR comment: the short id people type and
+// quote, the text, the options, how to answer and the deadline; once
+// answered, who answered.
+func renderQuestion(v *view, ix *engine.Interaction) string {
+	qid := "Q" + strconv.Itoa(v.numbers[ix.ID])
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Question %s** · from `%s` in run `%s`\n\n%s\n", qid, ix.NodeID, v.run.ID, quote(questionText(ix)))
+	fields := formFields(ix)
+	if len(fields) > 0 {
+		b.WriteString("\nFields:\n")
+		for _, f := range fields {
+			desc, _ := ix.Questions[f].(string)
+			fmt.Fprintf(&b, "- `%s`: %s\n", f, Disarm(desc))
+		}
+	}
+	labels := options(ix)
+	if len(labels) > 0 {
+		b.WriteString("\nOptions:\n")
+		for i, l := range labels {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, Disarm(oneLine(l, 200)))
+		}
+	}
+	if !ix.Pending() {
+		who := cmp.Or(ix.AnsweredBy, "someone")
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", Disarm(who), cmp.Or(ix.Via, "unknown"), quote(answerText(ix)))
+		return b.String()
+	}
+	if v.run.Status.Terminal() {
+		fmt.Fprintf(&b, "\nThe run ended (%s) before this question was answered.\n", v.run.Status)
+		return b.String()
+	}
+	b.WriteString("\n**To answer**, reply quoting this comment")
+	switch {
+	case len(fields) > 0:
+		b.WriteString(" with one `field: value` line per field")
+	case len(labels) > 0:
+		b.WriteString(" with an option's number or label, or your own words")
+	default:
+		b.WriteString(" with your answer")
+	}
+	fmt.Fprintf(&b, ", or comment:\n\n```\n/iterion answer %s <your answer>\n```\n", qid)
+	if ix.Kind == engine.KindAsync {
+		b.WriteString("\nThe agent keeps working meanwhile and reads the answer at its next turn.\n")
+	} else {
+		b.WriteString("\nThe run is paused until this is answered.\n")
+	}
+	if at, ok := earliest(v.snap.Gates); ok && ix.Kind == engine.KindAsync {
+		fmt.Fprintf(&b, "⏰ Answer by %s; after that the run stops waiting.\n", at.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	return b.String()
+}
+
+// answerText is an answer as people read it: the text, or the form's
+// fields one per line.
+func answerText(ix *engine.Interaction) string {
+	if s := ix.Answer(); s != "" {
+		return s
+	}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(ix.Answers)) {
+		lines = append(lines, fmt.Sprintf("%s: %v", k, ix.Answers[k]))
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,619 @@
+// Package fakegithub is a fake of the GitHub REST API for tests, served
+// by httptest on the real paths the bot uses: installation tokens,
+// contents, collaborator permissions, pull requests, issue comments and
+// their reactions, check runs, and repositories over git's smart HTTP
+// (the real git http-backend). It keeps state like GitHub does, records
+// every call, and fails the test on any call it does not serve.
+package fakegithub
+
+import (
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Token is the installation token the fake hands out and requires.
+const Token = "ghs_fake_installation_token"
+
+// BotLogin is the App's login on comments it writes.
+const BotLogin = "iterion[bot]"
+
+// PR is a pull request.
+type PR struct {
+	State                string // "open" (default) or "closed"
+	HeadSHA, HeadRef     string
+	BaseRef, Title, Body string
+	HeadRepo             string // "owner/repo" of the head; a fork's differs
+}
+
+// Comment is an issue comment.
+type Comment struct {
+	ID        int64
+	PR        int
+	User      string
+	Bot       bool
+	Body      string
+	CreatedAt time.Time
+	Edits     int
+}
+
+// CheckRun is a check run.
+type CheckRun struct {
+	ID                     int64
+	Name, HeadSHA          string
+	ExternalID, DetailsURL string
+	Status, Conclusion     string
+	Title, Summary         string
+	// History is every status/conclusion the check run had, in order.
+	History []string
+}
+
+// Call is one request the fake served.
+type Call struct {
+	Method, Path string
+	Status       int
+}
+
+// Server is the fake. Set its fields before the first request; read its
+// state through the methods, which lock.
+type Server struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	// Owner/Repo is the one repository served, with its default branch.
+	Owner, Repo, DefaultBranch string
+	// Files are the default branch's files served by the contents API.
+	Files map[string]string
+	// Perms are collaborators' permissions (admin, write, read, none).
+	Perms map[string]string
+	// PRs are the pull requests by number.
+	PRs map[int]*PR
+	// Fail, when set, may answer a request instead of the fake (a 502, a
+	// 429): it returns true when it wrote the response.
+	Fail func(w http.ResponseWriter, r *http.Request) bool
+
+	mu        sync.Mutex
+	nextID    int64
+	comments  []*Comment
+	reactions []string // "<comment id>:<content>"
+	checks    []*CheckRun
+	calls     []Call
+	changed   chan struct{}
+	gitRoot   string
+}
+
+// New starts a fake serving owner/repo on branch main.
+func New(t testing.TB, owner, repo string) *Server {
+	s := &Server{
+		t: t, Owner: owner, Repo: repo, DefaultBranch: "main",
+		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{},
+		nextID: 1000, changed: make(chan struct{}),
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the REST base, with its trailing slash (ITERION_GITHUB_API_URL).
+func (s *Server) URL() string { return s.srv.URL + "/" }
+
+// GitURL is the base repositories are cloned from (ITERION_GITHUB_URL).
+func (s *Server) GitURL() string { return s.srv.URL + "/git" }
+
+// Commit commits files (path → text) to the repository served over git
+// at GitURL, creating it the first time, and returns the commit's SHA.
+// Clones must present the installation token.
+func (s *Server) Commit(files map[string]string) string {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.gitRoot == "" {
+		s.gitRoot = s.t.TempDir()
+	}
+	root := s.gitRoot
+	s.mu.Unlock()
+	work := filepath.Join(root, "work")
+	bare := filepath.Join(root, s.Owner, s.Repo+".git")
+	if _, err := os.Stat(work); err != nil {
+		s.run(root, "init", "-q", "-b", s.DefaultBranch, work)
+		s.run(root, "init", "-q", "--bare", bare)
+		s.run(bare, "config", "uploadpack.allowAnySHA1InWant", "true")
+	}
+	for name, text := range files {
+		path := filepath.Join(work, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.run(work, "add", "-A")
+	s.run(work, "commit", "-q", "--allow-empty", "-m", "change")
+	s.run(work, "push", "-q", bare, "HEAD:refs/heads/"+s.DefaultBranch)
+	return s.run(work, "rev-parse", "HEAD")
+}
+
+func (s *Server) run(dir string, args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Sign returns the X-Hub-Signature-256 of payload under secret.
+func Sign(secret string, payload []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(payload)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Comments returns the comments on pr, oldest first.
+func (s *Server) Comments(pr int) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Comment
+	for _, c := range s.comments {
+		if c.PR == pr {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// BotComments returns the App's comments on pr containing substr.
+func (s *Server) BotComments(pr int, substr string) []Comment {
+	var out []Comment
+	for _, c := range s.Comments(pr) {
+		if c.Bot && strings.Contains(c.Body, substr) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// AddComment writes a person's comment on pr, as if made on GitHub, and
+// returns it.
+func (s *Server) AddComment(pr int, user, body string) Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	c := &Comment{ID: s.nextID, PR: pr, User: user, Body: body, CreatedAt: time.Now().UTC()}
+	s.comments = append(s.comments, c)
+	s.changedLocked()
+	return *c
+}
+
+// Reactions returns "<comment id>:<content>" for each reaction made.
+func (s *Server) Reactions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reactions)
+}
+
+// CheckRuns returns the check runs made, in order.
+func (s *Server) CheckRuns() []CheckRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []CheckRun
+	for _, c := range s.checks {
+		cr := *c
+		cr.History = slices.Clone(c.History)
+		out = append(out, cr)
+	}
+	return out
+}
+
+// Calls returns the requests served, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// WaitFor waits until cond holds, re-checking it whenever the fake's
+// state changes, and fails the test after timeout.
+func (s *Server) WaitFor(timeout time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			s.t.Fatalf("waited %s for %s", timeout, what)
+		}
+	}
+}
+
+func (s *Server) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Status: rec.status})
+		s.changedLocked()
+		s.mu.Unlock()
+	}()
+	if strings.HasPrefix(r.URL.Path, "/git/") {
+		s.git(rec, r)
+		return
+	}
+	if s.Fail != nil && s.Fail(rec, r) {
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/app/installations/") && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens") {
+		writeJSON(rec, http.StatusCreated, map[string]any{"token": Token, "expires_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
+		return
+	}
+	if a := r.Header.Get("Authorization"); a != "token "+Token && a != "Bearer "+Token {
+		writeJSON(rec, http.StatusUnauthorized, map[string]any{"message": "Bad credentials"})
+		return
+	}
+	prefix := "/repos/" + s.Owner + "/" + s.Repo + "/"
+	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+	if !ok {
+		s.unserved(rec, r)
+		return
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case parts[0] == "contents" && r.Method == http.MethodGet:
+		s.contents(rec, r, strings.Join(parts[1:], "/"))
+	case len(parts) == 3 && parts[0] == "collaborators" && parts[2] == "permission" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		perm := cmp.Or(s.Perms[parts[1]], "none")
+		s.mu.Unlock()
+		writeJSON(rec, http.StatusOK, map[string]any{"permission": perm, "user": map[string]any{"login": parts[1]}})
+	case len(parts) == 2 && parts[0] == "pulls" && r.Method == http.MethodGet:
+		s.pull(rec, atoi(parts[1]))
+	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodGet:
+		s.listComments(rec, r, atoi(parts[1]))
+	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodPost:
+		s.createComment(rec, r, atoi(parts[1]))
+	case len(parts) == 3 && parts[0] == "issues" && parts[1] == "comments" && r.Method == http.MethodPatch:
+		s.editComment(rec, r, int64(atoi(parts[2])))
+	case len(parts) == 4 && parts[0] == "issues" && parts[1] == "comments" && parts[3] == "reactions" && r.Method == http.MethodPost:
+		s.react(rec, r, int64(atoi(parts[2])))
+	case len(parts) == 3 && parts[0] == "commits" && parts[2] == "check-runs" && r.Method == http.MethodGet:
+		s.listChecks(rec, r, parts[1])
+	case len(parts) == 1 && parts[0] == "check-runs" && r.Method == http.MethodPost:
+		s.createCheck(rec, r)
+	case len(parts) == 2 && parts[0] == "check-runs" && r.Method == http.MethodPatch:
+		s.updateCheck(rec, r, int64(atoi(parts[1])))
+	default:
+		s.unserved(rec, r)
+	}
+}
+
+func (s *Server) unserved(w http.ResponseWriter, r *http.Request) {
+	s.t.Errorf("fake GitHub: unexpected call %s %s", r.Method, r.URL)
+	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func (s *Server) contents(w http.ResponseWriter, r *http.Request, path string) {
+	if ref := r.URL.Query().Get("ref"); ref != "" && ref != s.DefaultBranch {
+		s.t.Errorf("fake GitHub: %s read from ref %q, want the default branch %q", path, ref, s.DefaultBranch)
+	}
+	s.mu.Lock()
+	text, ok := s.Files[path]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"type": "file", "path": path, "size": len(text), "encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(text))})
+}
+
+func (s *Server) pull(w http.ResponseWriter, n int) {
+	s.mu.Lock()
+	pr, ok := s.PRs[n]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		return
+	}
+	full := s.Owner + "/" + s.Repo
+	writeJSON(w, http.StatusOK, map[string]any{
+		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
+		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
+		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}},
+		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
+	})
+}
+
+func (s *Server) commentJSON(c *Comment) map[string]any {
+	typ := "User"
+	if c.Bot {
+		typ = "Bot"
+	}
+	return map[string]any{
+		"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.User, "type": typ},
+		"html_url":   fmt.Sprintf("%s/%s/%s/pull/%d#issuecomment-%d", s.srv.URL, s.Owner, s.Repo, c.PR, c.ID),
+		"created_at": c.CreatedAt.Format(time.RFC3339), "updated_at": c.CreatedAt.Format(time.RFC3339),
+	}
+}
+
+// listComments pages comments like GitHub: oldest first by default,
+// newest first with direction=desc, and only those updated at or after
+// since.
+func (s *Server) listComments(w http.ResponseWriter, r *http.Request, pr int) {
+	q := r.URL.Query()
+	per := cmp.Or(atoi(q.Get("per_page")), 30)
+	page := max(atoi(q.Get("page")), 1)
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339, v); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "since: " + err.Error()})
+			return
+		}
+	}
+	s.mu.Lock()
+	var list []map[string]any
+	for _, c := range s.comments {
+		if c.PR == pr && !c.CreatedAt.Before(since.Truncate(time.Second)) {
+			list = append(list, s.commentJSON(c))
+		}
+	}
+	s.mu.Unlock()
+	if q.Get("direction") == "desc" {
+		slices.Reverse(list)
+	}
+	lo, hi := min((page-1)*per, len(list)), min(page*per, len(list))
+	if hi < len(list) {
+		next := *r.URL
+		nq := next.Query()
+		nq.Set("page", strconv.Itoa(page+1))
+		next.RawQuery = nq.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, s.srv.URL, next.RequestURI()))
+	}
+	page1 := list[lo:hi]
+	if page1 == nil {
+		page1 = []map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, page1)
+}
+
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
+	var in struct{ Body string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is required"})
+		return
+	}
+	if len(in.Body) > 65536 {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is too long (maximum is 65536 characters)"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.PRs[pr]; !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		return
+	}
+	s.nextID++
+	c := &Comment{ID: s.nextID, PR: pr, User: BotLogin, Bot: true, Body: in.Body, CreatedAt: time.Now().UTC()}
+	s.comments = append(s.comments, c)
+	writeJSON(w, http.StatusCreated, s.commentJSON(c))
+}
+
+func (s *Server) editComment(w http.ResponseWriter, r *http.Request, id int64) {
+	var in struct{ Body string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" || len(in.Body) > 65536 {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is invalid"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if c.ID == id {
+			if !c.Bot {
+				writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
+				return
+			}
+			c.Body = in.Body
+			c.Edits++
+			writeJSON(w, http.StatusOK, s.commentJSON(c))
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+}
+
+func (s *Server) react(w http.ResponseWriter, r *http.Request, id int64) {
+	var in struct{ Content string }
+	_ = json.NewDecoder(r.Body).Decode(&in)
+	switch in.Content {
+	case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes":
+	default:
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "content is not a reaction"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := strconv.FormatInt(id, 10) + ":" + in.Content
+	if slices.Contains(s.reactions, key) {
+		writeJSON(w, http.StatusOK, map[string]any{"id": 1, "content": in.Content})
+		return
+	}
+	s.reactions = append(s.reactions, key)
+	writeJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": in.Content})
+}
+
+type checkIn struct {
+	Name       string `json:"name"`
+	HeadSHA    string `json:"head_sha"`
+	ExternalID string `json:"external_id"`
+	DetailsURL string `json:"details_url"`
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion"`
+	Output     *struct {
+		Title   string `json:"title"`
+		Summary string `json:"summary"`
+	} `json:"output"`
+}
+
+func (s *Server) checkJSON(c *CheckRun) map[string]any {
+	return map[string]any{
+		"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "external_id": c.ExternalID,
+		"status": c.Status, "conclusion": c.Conclusion, "details_url": c.DetailsURL,
+		"app": map[string]any{"id": 123, "slug": "iterion"},
+	}
+}
+
+func (s *Server) listChecks(w http.ResponseWriter, r *http.Request, ref string) {
+	name := r.URL.Query().Get("check_name")
+	s.mu.Lock()
+	var runs []map[string]any
+	for _, c := range s.checks {
+		if c.HeadSHA == ref && (name == "" || c.Name == name) {
+			runs = append(runs, s.checkJSON(c))
+		}
+	}
+	s.mu.Unlock()
+	if runs == nil {
+		runs = []map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
+}
+
+func (s *Server) applyCheck(c *CheckRun, in checkIn) string {
+	if in.Status != "" {
+		if c.Status == "completed" && in.Status != "completed" {
+			return "a completed check run cannot be set back to " + in.Status
+		}
+		c.Status = in.Status
+	}
+	if c.Status == "completed" && in.Conclusion == "" && c.Conclusion == "" {
+		return "conclusion is required with status completed"
+	}
+	if in.Conclusion == "action_required" && cmp.Or(in.DetailsURL, c.DetailsURL) == "" {
+		return "details_url is required with conclusion action_required"
+	}
+	if in.Conclusion != "" {
+		c.Conclusion = in.Conclusion
+	}
+	c.DetailsURL = cmp.Or(in.DetailsURL, c.DetailsURL)
+	if in.Output != nil {
+		if len([]rune(in.Output.Summary)) > 65535 {
+			return "output.summary is too long (maximum is 65535 characters)"
+		}
+		c.Title, c.Summary = in.Output.Title, in.Output.Summary
+	}
+	c.History = append(c.History, strings.TrimSuffix(c.Status+"/"+c.Conclusion, "/"))
+	return ""
+}
+
+func (s *Server) createCheck(w http.ResponseWriter, r *http.Request) {
+	var in checkIn
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.HeadSHA == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "name and head_sha are required"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	c := &CheckRun{ID: s.nextID, Name: in.Name, HeadSHA: in.HeadSHA, ExternalID: in.ExternalID, Status: "queued"}
+	if msg := s.applyCheck(c, in); msg != "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": msg})
+		return
+	}
+	s.checks = append(s.checks, c)
+	writeJSON(w, http.StatusCreated, s.checkJSON(c))
+}
+
+func (s *Server) updateCheck(w http.ResponseWriter, r *http.Request, id int64) {
+	var in checkIn
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": err.Error()})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.checks {
+		if c.ID == id {
+			next := *c
+			next.History = slices.Clone(c.History)
+			if msg := s.applyCheck(&next, in); msg != "" {
+				writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": msg})
+				return
+			}
+			*c = next
+			writeJSON(w, http.StatusOK, s.checkJSON(c))
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+}
+
+func (s *Server) git(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	if root == "" {
+		s.unserved(w, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+Token)) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
+	}
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	http.StripPrefix("/git", backend).ServeHTTP(w, r)
+}
