@@ -85,6 +85,7 @@ type pauseAnswer struct {
 	Answers              map[string]string
 	By                   string
 }
+
 func (f *fakeRuns) Interactions(_ context.Context, id string) ([]*engine.Interaction, error) {
 	return f.questions[id], nil
 }

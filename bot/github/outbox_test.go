@@ -229,7 +229,6 @@ func TestRelayRetries(t *testing.T) {
 	}
 }
 
-
 // testLog logs to the test's output.
 func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))

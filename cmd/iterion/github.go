@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
@@ -131,7 +132,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Perms:   app,
 		Runs:    o.db,
 		Actions: githubActions{o: o, launch: launcher, after: after, resumer: res},
-		Replies: ghbot.NewCommenter(app.Installation),
+		Replies: commenter(app),
 		Log:     log,
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
@@ -145,6 +146,16 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
+}
+
+// writePace spaces the App's writes to one installation (GitHub asks for
+// a second between content-creating requests); tests shorten it.
+var writePace = time.Second
+
+func commenter(app *ghbot.App) *ghbot.Commenter {
+	c := ghbot.NewCommenter(app.Installation)
+	c.Pace = writePace
+	return c
 }
 
 // relayOnEvent is the engine's event hook while a relay may run: events

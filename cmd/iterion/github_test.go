@@ -4,232 +4,369 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iterion-bot/iterion/backends/fakellm"
+	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
 
-const ghWorkflow = `schema out:
-  text: string
+// ghHarness is serve's world for GitHub tests: a fake GitHub serving
+// acme/app (its .iterion.yml and workflows on the default branch, PR 7
+// whose head is a real commit cloned over git's smart HTTP), the App's
+// key, and a store directory. serve runs in this process (start) or as
+// the real program in a child process (startChild) for crash tests.
+type ghHarness struct {
+	t     *testing.T
+	fake  *fakegithub.Server
+	store string
+	env   []string
+	base  string
+	head  string
+}
 
-tool mark:
-  command: "pwd > where.txt; printf '{\"text\": \"ok\"}'"
-  output: out
+const reviewWorkflow = `vars:
+  pr_number: int = 0
+  pr_title: string = ""
 
-workflow w:
-  entry: mark
-  mark -> done
+schema verdict:
+  summary: string
+
+prompt review_sys:
+  You review pull requests.
+
+prompt review_user:
+  Review pull request {{vars.pr_number}}: {{vars.pr_title}}.
+
+agent review:
+  model: "anthropic/claude-test"
+  interaction: async
+  system: review_sys
+  user: review_user
+  output: verdict
+  publish: review
+  tools: [read_file]
+
+workflow review:
+  entry: review
+  review -> done
 `
 
-// TestServeGitHub drives serve as GitHub would: a signed issue_comment
-// webhook asks for a run; serve reads .iterion.yml, checks the commenter's
-// permission, clones the PR head over git's smart HTTP with the
-// installation token, runs the workflow in that checkout and replies on
-// the PR. The fake GitHub serves the real API paths.
-func TestServeGitHub(t *testing.T) {
-	root := t.TempDir()
-	gitRun := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+func newGHHarness(t *testing.T, files map[string]string) *ghHarness {
+	t.Helper()
+	h := &ghHarness{t: t, fake: fakegithub.New(t, "acme", "app"), store: filepath.Join(t.TempDir(), "st")}
+	h.fake.Files[".iterion.yml"] = "workflows:\n  review: workflows/review.bot\ndefault_workflow: review\n"
+	h.fake.Files["workflows/review.bot"] = reviewWorkflow
+	for name, text := range files {
+		h.fake.Files[name] = text
 	}
-	work := filepath.Join(root, "work")
-	gitRun(root, "init", "-q", "-b", "main", work)
-	for name, text := range map[string]string{"README.md": "hello\n", "workflows/mark.bot": ghWorkflow} {
-		_ = os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755)
-		if err := os.WriteFile(filepath.Join(work, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitRun(work, "add", ".")
-	gitRun(work, "commit", "-qm", "feature")
-	head := gitRun(work, "rev-parse", "HEAD")
-	gitRun(root, "clone", "-q", "--bare", work, filepath.Join(root, "git", "acme", "app.git"))
-	gitRun(filepath.Join(root, "git", "acme", "app.git"), "config", "uploadpack.allowAnySHA1InWant", "true")
-
-	const token = "ghs_e2e_token"
-	gitBackend := &cgi.Handler{
-		Path: filepath.Join(gitRun(root, "--exec-path"), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Join(root, "git"), "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	replies := make(chan string, 10)
-	config := "workflows:\n  mark: workflows/mark.bot\ndefault_workflow: mark\n"
-	mux := http.NewServeMux()
-	auth := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "token "+token {
-				http.Error(w, "installation token required", http.StatusUnauthorized)
-				return
-			}
-			h(w, r)
-		}
-	}
-	mux.HandleFunc("POST /app/installations/42/access_tokens", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]any{"token": token, "expires_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
-	})
-	mux.HandleFunc("GET /repos/acme/app/contents/.iterion.yml", auth(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"type": "file", "size": len(config), "encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(config))})
-	}))
-	mux.HandleFunc("GET /repos/acme/app/collaborators/ana/permission", auth(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"permission": "write"})
-	}))
-	mux.HandleFunc("GET /repos/acme/app/pulls/7", auth(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": "open", "head": map[string]any{"sha": head, "ref": "feature"}})
-	}))
-	mux.HandleFunc("GET /repos/acme/app/issues/7/comments", auth(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("[]"))
-	}))
-	mux.HandleFunc("POST /repos/acme/app/issues/7/comments", auth(func(w http.ResponseWriter, r *http.Request) {
-		var in struct{ Body string }
-		_ = json.NewDecoder(r.Body).Decode(&in)
-		replies <- in.Body
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id": 5001}`))
-	}))
-	reactions := make(chan string, 10)
-	mux.HandleFunc("POST /repos/acme/app/issues/comments/1001/reactions", auth(func(w http.ResponseWriter, r *http.Request) {
-		var in struct{ Content string }
-		_ = json.NewDecoder(r.Body).Decode(&in)
-		reactions <- in.Content
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id": 1}`))
-	}))
-	mux.HandleFunc("/git/", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token)) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		http.StripPrefix("/git", gitBackend).ServeHTTP(w, r)
-	})
-	gh := httptest.NewServer(mux)
-	defer gh.Close()
+	h.fake.Perms["ana"] = "write"
+	h.head = h.fake.Commit(map[string]string{"README.md": "hello from the PR\n"})
+	h.fake.PRs[7] = &fakegithub.PR{HeadSHA: h.head, HeadRef: "feature", Title: "Add docs", Body: "Please review."}
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(root, "app.pem")
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("ITERION_GITHUB_APP_ID", "123")
-	t.Setenv("ITERION_GITHUB_WEBHOOK_SECRET", "whsec")
-	t.Setenv("ITERION_GITHUB_PRIVATE_KEY", keyFile)
-	t.Setenv("ITERION_GITHUB_API_URL", gh.URL+"/")
-	t.Setenv("ITERION_GITHUB_URL", gh.URL+"/git")
-	t.Setenv("ITERION_API_TOKEN", "tok")
+	h.env = []string{
+		"ITERION_GITHUB_APP_ID=123",
+		"ITERION_GITHUB_WEBHOOK_SECRET=whsec",
+		"ITERION_GITHUB_PRIVATE_KEY=" + keyFile,
+		"ITERION_GITHUB_API_URL=" + h.fake.URL(),
+		"ITERION_GITHUB_URL=" + h.fake.GitURL(),
+		"ITERION_API_TOKEN=tok",
+	}
+	return h
+}
 
-	store := filepath.Join(root, "st")
+// model serves script as the Anthropic API for the runs.
+func (h *ghHarness) model(script *fakellm.Script) *fakellm.Server {
+	fake := fakellm.New(script, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	h.t.Cleanup(srv.Close)
+	h.env = append(h.env, "ANTHROPIC_BASE_URL="+srv.URL, "ANTHROPIC_API_KEY=test-key")
+	return fake
+}
+
+// start runs serve in this process until the test ends (or stop).
+func (h *ghHarness) start() (stop func()) {
+	h.t.Helper()
+	for _, kv := range h.env {
+		k, v, _ := strings.Cut(kv, "=")
+		h.t.Setenv(k, v)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", store}, pw, io.Discard)
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", h.store}, pw, io.Discard)
 		pw.Close()
 		done <- code
 	}()
-	sc := bufio.NewScanner(pr)
+	h.base = listenAddr(h.t, pr)
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if code := <-done; code != exitOK {
+			h.t.Errorf("serve exited %d", code)
+		}
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// startChild runs serve as the real program in a child process, stopped
+// with SIGKILL at failpoint (if any); wait returns whether it was killed.
+func (h *ghHarness) startChild(failpoint string) (wait func() bool) {
+	h.t.Helper()
+	cmd := child(h.t, failpoint, "serve", "--addr", "127.0.0.1:0", "--store-dir", h.store)
+	cmd.Env = append(cmd.Env, h.env...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.base = listenAddr(h.t, out)
+	waited := false
+	var killed bool
+	wait = func() bool {
+		if !waited {
+			waited = true
+			err := cmd.Wait()
+			var exit *exec.ExitError
+			killed = errors.As(err, &exit) && exit.String() == "signal: killed"
+			if h.t.Failed() {
+				h.t.Logf("serve's log:\n%s", logs.String())
+			}
+		}
+		return killed
+	}
+	h.t.Cleanup(func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			wait()
+		}
+	})
+	return wait
+}
+
+func listenAddr(t *testing.T, r io.Reader) string {
+	t.Helper()
+	sc := bufio.NewScanner(r)
 	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
 		t.Fatalf("serve did not start: %q", sc.Text())
 	}
-	go io.Copy(io.Discard, pr)
-	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	return strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+}
 
-	payload := []byte(`{"action": "created",
-	  "issue": {"number": 7, "pull_request": {"url": "x"}},
-	  "comment": {"id": 1001, "body": "Looks good.\n/iterion run", "user": {"login": "ana", "type": "User"}},
-	  "repository": {"full_name": "acme/app", "name": "app", "owner": {"login": "acme"}, "default_branch": "main"},
-	  "installation": {"id": 42}, "sender": {"login": "ana", "type": "User"}}`)
-	mac := hmac.New(sha256.New, []byte("whsec"))
-	mac.Write(payload)
-	req, _ := http.NewRequest("POST", base+"/webhooks/github", bytes.NewReader(payload))
+// comment writes user's comment on PR 7 on the fake and delivers its
+// webhook; it returns the comment's id.
+func (h *ghHarness) comment(user, body string) int64 {
+	h.t.Helper()
+	c := h.fake.AddComment(7, user, body)
+	h.deliver(fmt.Sprintf("c-%d", c.ID), commentPayload(c.ID, user, body))
+	return c.ID
+}
+
+func commentPayload(id int64, user, body string) []byte {
+	p, _ := json.Marshal(map[string]any{
+		"action":       "created",
+		"issue":        map[string]any{"number": 7, "pull_request": map[string]any{"url": "x"}},
+		"comment":      map[string]any{"id": id, "body": body, "user": map[string]any{"login": user, "type": "User"}},
+		"repository":   map[string]any{"full_name": "acme/app", "name": "app", "owner": map[string]any{"login": "acme"}, "default_branch": "main"},
+		"installation": map[string]any{"id": 42},
+		"sender":       map[string]any{"login": user, "type": "User"},
+	})
+	return p
+}
+
+// deliver posts a signed issue_comment webhook and checks it was taken.
+func (h *ghHarness) deliver(id string, payload []byte) {
+	h.t.Helper()
+	req, _ := http.NewRequest("POST", h.base+"/webhooks/github", bytes.NewReader(payload))
 	req.Header.Set("X-GitHub-Event", "issue_comment")
-	req.Header.Set("X-GitHub-Delivery", "e2e-1")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", fakegithub.Sign("whsec", payload))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		t.Fatalf("webhook = %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusAccepted {
+		h.t.Fatalf("webhook %s = %d, want 202", id, resp.StatusCode)
+	}
+}
+
+// runStatus reads a run's status over the REST API.
+func (h *ghHarness) runStatus(id string) (status, errText string) {
+	req, _ := http.NewRequest("GET", h.base+"/api/runs/"+id, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err.Error()
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	status, _ = out["status"].(string)
+	errText, _ = out["error"].(string)
+	return status, errText
+}
+
+// botComment waits for the App's comment on PR 7 containing substr.
+func (h *ghHarness) botComment(substr string) fakegithub.Comment {
+	h.t.Helper()
+	var got fakegithub.Comment
+	h.fake.WaitFor(60*time.Second, "a bot comment containing "+substr, func() bool {
+		cs := h.fake.BotComments(7, substr)
+		if len(cs) > 0 {
+			got = cs[len(cs)-1]
+		}
+		return len(cs) > 0
+	})
+	return got
+}
+
+// startedRun waits for the reply naming the run a comment started.
+func (h *ghHarness) startedRun() string {
+	h.t.Helper()
+	reply := h.botComment("started run `")
+	m := regexp.MustCompile("started run `(gh-[0-9a-f]+)`").FindStringSubmatch(reply.Body)
+	if m == nil {
+		h.t.Fatalf("reply = %q", reply.Body)
+	}
+	return m[1]
+}
+
+// The issue's end-to-end scenario: `/iterion run review` on a PR starts
+// the review agent (claw against the fake model) in a checkout of the PR
+// head; a status comment and a check run appear; the agent posts a
+// question with options and waits for it; the question appears on the PR;
+// a quote reply answering "1" reaches the agent; the run finishes with the
+// final status comment, its artifact and a successful check run.
+func TestServeGitHubReviewEndToEnd(t *testing.T) {
+	h := newGHHarness(t, nil)
+	has := true
+	model := h.model(&fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "ask", Match: fakellm.Match{System: "You review pull requests", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{Name: "read_file", Input: map[string]any{"path": "README.md"}},
+			{Name: "ask_user_async", Input: map[string]any{"question": "Should I check the docs too?", "options": []any{
+				map[string]any{"id": "yes", "label": "Yes, the docs too"}, map[string]any{"id": "no", "label": "Code only"}}}},
+		}},
+		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Name: "verdict", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &has}, Text: `{"summary": "LGTM, docs included"}`},
+	}})
+	h.start()
+
+	cmd := h.comment("ana", "Please have a look.\n/iterion run review")
+	runID := h.startedRun()
+	h.fake.WaitFor(30*time.Second, "👀 on the command", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:eyes", cmd)) })
+
+	// 1. A status comment and a check run on the head commit.
+	h.botComment("<!-- iterion:status-" + runID + " -->")
+	// (The relay shows the run as it is when it gets to it: a run that
+	// paused first gets its check run straight in action_required.)
+	h.fake.WaitFor(30*time.Second, "a check run", func() bool {
+		cr := h.fake.CheckRuns()
+		return len(cr) > 0 && cr[0].HeadSHA == h.head && cr[0].Name == "iterion / review"
+	})
+	// 2–3. The agent's question, as a PR comment with its options.
+	q := h.botComment("**Question Q1**")
+	for _, want := range []string{"> Should I check the docs too?", "1. Yes, the docs too\n2. Code only", "/iterion answer Q1 <your answer>"} {
+		if !strings.Contains(q.Body, want) {
+			t.Errorf("question comment lacks %q:\n%s", want, q.Body)
+		}
+	}
+	// The agent waits for it: the run pauses and the check asks for action.
+	h.fake.WaitFor(30*time.Second, "the check run to ask for action", func() bool {
+		cr := h.fake.CheckRuns()
+		return len(cr) > 0 && slices.Contains(cr[0].History, "completed/action_required")
+	})
+	status := h.botComment("<!-- iterion:status-" + runID + " -->")
+	if !strings.Contains(status.Body, "**Waiting for answers**") || !strings.Contains(status.Body, "- [Q1](") {
+		t.Errorf("status while waiting:\n%s", status.Body)
 	}
 
-	select {
-	case r := <-reactions:
-		if r != "eyes" {
-			t.Errorf("reaction %q, want eyes", r)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("no reaction to the command")
+	// 4. A quote reply with an option's number answers it.
+	reply := h.comment("ana", "> **Question Q1** · from `review`\n> > Should I check the docs too?\n\n1")
+	h.fake.WaitFor(60*time.Second, "👍 on the reply", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", reply)) })
+
+	// 5. The run finishes: final status comment, successful check run.
+	h.fake.WaitFor(60*time.Second, "the final status comment", func() bool {
+		cs := h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "**Finished**")
+	})
+	if s, e := h.runStatus(runID); s != "finished" {
+		t.Fatalf("run %s is %s (%s)", runID, s, e)
 	}
-	var reply string
-	select {
-	case reply = <-replies:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no reply on the PR")
-	}
-	m := regexp.MustCompile("started run `(gh-[0-9a-f]+)` of `mark`").FindStringSubmatch(reply)
-	if m == nil {
-		t.Fatalf("reply = %q", reply)
-	}
-	runID := m[1]
-	// The run finishes in its own checkout.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(30 * time.Second)
-	for status := ""; status != "finished"; <-tick.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not finish (status %q)", runID, status)
-		}
-		r, _ := http.NewRequest("GET", base+"/api/runs/"+runID, nil)
-		r.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		status, _ = out["status"].(string)
-		if strings.HasPrefix(status, "failed") || status == "cancelled" {
-			t.Fatalf("run %s ended %s: %v", runID, status, out["error"])
+	final := h.botComment("<!-- iterion:status-" + runID + " -->")
+	for _, want := range []string{"✅ **iterion** · run `" + runID + "` of `review` on " + h.head[:7], "Started by `ana`.", "**Published artifacts:**", "LGTM, docs included"} {
+		if !strings.Contains(final.Body, want) {
+			t.Errorf("final status lacks %q:\n%s", want, final.Body)
 		}
 	}
-	ws := filepath.Join(store, "workspaces", runID)
-	if where, err := os.ReadFile(filepath.Join(ws, "where.txt")); err != nil || strings.TrimSpace(string(where)) != ws {
-		t.Errorf("the tool ran in %q (%v), want the checkout %s", where, err, ws)
+	h.fake.WaitFor(30*time.Second, "a successful check run", func() bool {
+		cr := h.fake.CheckRuns()
+		return len(cr) == 2 && cr[1].Status == "completed" && cr[1].Conclusion == "success"
+	})
+	answered := h.botComment("**Question Q1**")
+	if !strings.Contains(answered.Body, "✅ Answered by `ana` via github:\n\n> Yes, the docs too") {
+		t.Errorf("the question comment does not say who answered:\n%s", answered.Body)
 	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "README.md")); string(b) != "hello\n" {
-		t.Errorf("checkout README = %q", b)
+	// The agent read the PR head and received the answer.
+	var readme, await string
+	for _, req := range model.Requests() {
+		for _, tr := range req.ToolResults {
+			switch tr.Name {
+			case "read_file":
+				readme = tr.Content
+			case "await_answers":
+				await = tr.Content
+			}
+		}
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("serve exited %d", code)
+	if !strings.Contains(readme, "hello from the PR") {
+		t.Errorf("read_file gave %q, want the PR head's README", readme)
+	}
+	if !strings.Contains(await, "Q: Should I check the docs too? — A: Yes, the docs too") {
+		t.Errorf("await_answers gave %q, want the answer", await)
+	}
+	// One status comment, one question, the reply to the command: nothing
+	// posted twice.
+	if n := len(h.fake.BotComments(7, "")); n != 3 {
+		for _, c := range h.fake.BotComments(7, "") {
+			t.Logf("comment %d: %s", c.ID, c.Body)
+		}
+		t.Errorf("%d bot comments, want 3", n)
 	}
 }
