@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// githubConfig is the GitHub App's settings, from the environment.
+// githubConfig is the GitHub App's settings, from the environment and
+// the config file.
 type githubConfig struct {
 	appID   int64
 	key     []byte
@@ -30,38 +32,45 @@ type githubConfig struct {
 	workers int
 }
 
-// githubFromEnv reads the App's settings; ok is false when no App is
-// configured (ITERION_GITHUB_APP_ID unset). Each missing or malformed
-// setting is named.
-func githubFromEnv() (cfg githubConfig, ok bool, err error) {
-	id := os.Getenv("ITERION_GITHUB_APP_ID")
-	if id == "" {
-		return cfg, false, nil
+// githubSettings completes the App's settings from the config file (f,
+// read from file; "" when there is none) with the environment, whose
+// variables win, and which alone holds the secrets. ok is false when no
+// App is configured (no App id). Each missing or malformed setting is
+// named.
+func githubSettings(f githubFile, file string) (cfg githubConfig, ok bool, err error) {
+	idFrom := "ITERION_GITHUB_APP_ID"
+	if id := os.Getenv("ITERION_GITHUB_APP_ID"); id != "" {
+		if cfg.appID, err = strconv.ParseInt(id, 10, 64); err != nil || cfg.appID <= 0 {
+			return cfg, false, fmt.Errorf("ITERION_GITHUB_APP_ID=%q: set it to the App's numeric id (the App's settings page, \"App ID\")", id)
+		}
+	} else {
+		cfg.appID, idFrom = f.AppID, "github.app_id in "+file
 	}
-	if cfg.appID, err = strconv.ParseInt(id, 10, 64); err != nil || cfg.appID <= 0 {
-		return cfg, false, fmt.Errorf("ITERION_GITHUB_APP_ID=%q: set it to the App's numeric id (the App's settings page, \"App ID\")", id)
+	if cfg.appID == 0 {
+		return cfg, false, nil
 	}
 	cfg.secret = []byte(os.Getenv("ITERION_GITHUB_WEBHOOK_SECRET"))
 	if len(cfg.secret) == 0 {
-		return cfg, false, errors.New("a GitHub App is configured (ITERION_GITHUB_APP_ID) but ITERION_GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret")
+		return cfg, false, fmt.Errorf("a GitHub App is configured (%s) but ITERION_GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret", idFrom)
 	}
 	key := os.Getenv("ITERION_GITHUB_PRIVATE_KEY")
 	switch {
-	case key == "":
-		return cfg, false, errors.New("a GitHub App is configured but ITERION_GITHUB_PRIVATE_KEY is not set: set it to the App's private key (PEM text, or the path of the .pem file)")
 	case strings.HasPrefix(strings.TrimSpace(key), "-----BEGIN"):
 		cfg.key = []byte(key)
-	default:
+	case key != "":
 		if cfg.key, err = os.ReadFile(key); err != nil {
 			return cfg, false, fmt.Errorf("ITERION_GITHUB_PRIVATE_KEY names a file that cannot be read: %w", err)
 		}
+	case f.PrivateKeyFile != "":
+		if cfg.key, err = os.ReadFile(f.PrivateKeyFile); err != nil {
+			return cfg, false, fmt.Errorf("github.private_key_file in %s names a file that cannot be read: %w", file, err)
+		}
+	default:
+		return cfg, false, errors.New("a GitHub App is configured but ITERION_GITHUB_PRIVATE_KEY is not set: set it to the App's private key (PEM text, or the path of the .pem file), or write the file's path as github.private_key_file in the config file")
 	}
-	cfg.apiURL = os.Getenv("ITERION_GITHUB_API_URL")
-	cfg.gitURL = strings.TrimRight(os.Getenv("ITERION_GITHUB_URL"), "/")
-	if cfg.gitURL == "" {
-		cfg.gitURL = "https://github.com"
-	}
-	cfg.workers = 4
+	cfg.apiURL = cmp.Or(os.Getenv("ITERION_GITHUB_API_URL"), f.APIURL)
+	cfg.gitURL = strings.TrimRight(cmp.Or(os.Getenv("ITERION_GITHUB_URL"), f.GitURL, "https://github.com"), "/")
+	cfg.workers = cmp.Or(f.Workers, 4)
 	return cfg, true, nil
 }
 

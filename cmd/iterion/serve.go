@@ -24,12 +24,11 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	var addr, storeFlag string
+	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve iterion: own the store, run workflows, answer questions over REST",
-		Long: `Serve owns the store directory (--store-dir, else $ITERION_STORE, else .iterion)
-and runs until interrupted. It serves:
+		Long: `Serve owns the store directory and runs until interrupted. It serves:
 
   /healthz, /readyz                     liveness and readiness
   /metrics                              Prometheus metrics: runs by status, pending deliveries,
@@ -37,30 +36,42 @@ and runs until interrupted. It serves:
   /api/…                                the run and question API, when $ITERION_API_TOKEN
                                         is set (requests carry Authorization: Bearer <token>);
                                         POST /api/runs {"file_path", "vars", "run_id"} starts a run
-  POST /webhooks/github                 the GitHub App's webhooks, when $ITERION_GITHUB_APP_ID is
-                                        set (with $ITERION_GITHUB_WEBHOOK_SECRET and
-                                        $ITERION_GITHUB_PRIVATE_KEY, PEM text or a file path;
-                                        $ITERION_GITHUB_API_URL and $ITERION_GITHUB_URL for
-                                        GitHub Enterprise)
+  POST /webhooks/github                 the GitHub App's webhooks, when an App id is set
+                                        ($ITERION_GITHUB_APP_ID or github.app_id)
 
-on --addr (else $ITERION_ADDR, else :8080), and the same API without a token on the store's
-unix socket for other iterion commands on this machine. Runs a previous process left
-interrupted continue from their checkpoints at start. On SIGINT or SIGTERM it stops accepting
-requests and gives the runs in flight 30 seconds; the ones still running then continue at
-the next start.`,
+on the listen address, and the same API without a token on the store's unix socket for other
+iterion commands on this machine. Runs a previous process left interrupted continue from their
+checkpoints at start. On SIGINT or SIGTERM it stops accepting requests and gives the runs in
+flight shutdown_grace (30s by default); the ones still running then continue at the next start.
+
+Settings come from a YAML file (--config, else $ITERION_CONFIG; see docs/serve.md), environment
+variables and flags. For each setting a flag wins over its environment variable, which wins
+over the file, which wins over the default:
+
+  listen address     --addr, $ITERION_ADDR, addr (default :8080)
+  store directory    --store-dir, $ITERION_STORE, store (default .iterion)
+  GitHub App id      $ITERION_GITHUB_APP_ID, github.app_id
+  GitHub REST base   $ITERION_GITHUB_API_URL, github.api_url (default github.com's)
+  git clone base     $ITERION_GITHUB_URL, github.git_url (default https://github.com)
+  App private key    $ITERION_GITHUB_PRIVATE_KEY (PEM text, or a file path), github.private_key_file
+
+The file alone sets log.level (debug, info, warn, error), log.format (text, json),
+shutdown_grace and github.workers (default 4). Secrets come only from the environment:
+$ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and $ITERION_API_TOKEN; a
+file holding one is refused. Relative paths in the file are relative to its directory. A file
+with mistakes is reported, each at its line with what to write instead, and nothing starts.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if addr == "" {
-				addr = os.Getenv("ITERION_ADDR")
+			cfg, err := serveSettings(f)
+			if err != nil {
+				return err
 			}
-			if addr == "" {
-				addr = ":8080"
-			}
-			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), addr, storeDir(storeFlag))
+			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "", "listen address (default $ITERION_ADDR or :8080)")
-	cmd.Flags().StringVar(&storeFlag, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.Flags().StringVar(&f.config, "config", "", "YAML config file (default $ITERION_CONFIG; none: the defaults)")
+	cmd.Flags().StringVar(&f.addr, "addr", "", "listen address (default $ITERION_ADDR, the file's addr, or :8080)")
+	cmd.Flags().StringVar(&f.store, "store-dir", "", "store directory (default $ITERION_STORE, the file's store, or .iterion)")
 	return cmd
 }
 
@@ -70,11 +81,16 @@ type runGroup struct {
 	ctx context.Context
 }
 
-func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	ghCfg, withGitHub, err := githubFromEnv()
+// serve runs the server with cfg, from serveSettings, until ctx ends.
+func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error {
+	addr, dir := cfg.Addr, cfg.Store
+	log := newServeLogger(stderr, cfg.Log)
+	ghCfg, withGitHub, err := githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
 		return err
+	}
+	if cfg.file != "" {
+		log.Debug("config file read", "file", cfg.file)
 	}
 	opts, err := engineOptions(nil)
 	if err != nil {
@@ -152,7 +168,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, addr, dir string) erro
 	case <-ctx.Done():
 	}
 	log.Info("stopping: no new requests; waiting for the runs in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	done := make(chan struct{})

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iterion-bot/iterion/internal/textdist"
+)
+
+// serveConfig is the configuration of iterion serve: the file named by
+// --config (or $ITERION_CONFIG) decoded onto defaultServeConfig, then
+// overridden by flags and environment variables (serveSettings). The file
+// holds no secrets: the webhook secret, the App's private key and the API
+// token come only from the environment, and the parser refuses keys that
+// look like them (secretKeys).
+type serveConfig struct {
+	// Addr is the TCP listen address, host:port.
+	Addr string `yaml:"addr"`
+	// Store is the store directory; "" means $ITERION_STORE, else .iterion.
+	// A relative path in the file is relative to the file's directory.
+	Store string `yaml:"store"`
+	// ShutdownGrace is how long a stop waits for the requests and runs in
+	// flight; runs still going then continue at the next start.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Log is where serve's own log goes: stderr, at a level, in a format.
+	Log logSettings `yaml:"log"`
+	// GitHub is the App's non-secret settings; see githubSettings for how
+	// the environment completes and overrides them.
+	GitHub githubFile `yaml:"github"`
+	// API has no settings yet; the key is reserved so that a token written
+	// under it is refused as a secret rather than as an unknown key.
+	API struct{} `yaml:"api"`
+
+	// file is the config file read, "" when none.
+	file string
+}
+
+// logSettings configure serve's slog logger.
+type logSettings struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text (key=value) or json.
+	Format string `yaml:"format"`
+}
+
+// githubFile is the GitHub App's part of the config file.
+type githubFile struct {
+	// AppID is the App's numeric id; 0 means no App.
+	AppID int64 `yaml:"app_id"`
+	// APIURL is the REST base; "" means github.com.
+	APIURL string `yaml:"api_url"`
+	// GitURL is where repositories are cloned from.
+	GitURL string `yaml:"git_url"`
+	// Workers is how many webhook deliveries are handled at once.
+	Workers int `yaml:"workers"`
+	// PrivateKeyFile is the path of the App's .pem file, relative to the
+	// config file's directory; $ITERION_GITHUB_PRIVATE_KEY overrides it.
+	PrivateKeyFile string `yaml:"private_key_file"`
+}
+
+// defaultServeConfig is the configuration without a file.
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		Addr:          ":8080",
+		ShutdownGrace: 30 * time.Second,
+		Log:           logSettings{Level: "info", Format: "text"},
+		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4},
+	}
+}
+
+// serveFlags are serve's command-line settings; "" means not given.
+type serveFlags struct {
+	config, addr, store string
+}
+
+// serveSettings reads the config file and applies, for each setting, the
+// flag, else the environment variable, else the file, else the default.
+// The GitHub App's environment variables are applied by githubSettings.
+func serveSettings(f serveFlags) (serveConfig, error) {
+	path, via := f.config, "--config"
+	if path == "" {
+		path, via = os.Getenv("ITERION_CONFIG"), "$ITERION_CONFIG"
+	}
+	cfg, err := loadServeConfig(path, via)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Addr = cmp.Or(f.addr, os.Getenv("ITERION_ADDR"), cfg.Addr)
+	cfg.Store = cmp.Or(f.store, os.Getenv("ITERION_STORE"), cfg.Store, ".iterion")
+	return cfg, nil
+}
+
+// loadServeConfig reads the config file at path, which came from via (a
+// flag or a variable, for messages); "" gives the defaults.
+func loadServeConfig(path, via string) (serveConfig, error) {
+	cfg := defaultServeConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, fmt.Errorf("config file %s (%s) does not exist: check the path, which is relative to the current directory", path, via)
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("reading config file %s (%s): %w", path, via, err)
+	}
+	if err := parseServeConfig(path, data, &cfg); err != nil {
+		return cfg, err
+	}
+	cfg.file = path
+	dir := filepath.Dir(path)
+	for _, p := range []*string{&cfg.Store, &cfg.GitHub.PrivateKeyFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	return cfg, nil
+}
+
+// configError is a mistake in the config file, at a 1-based line and
+// column (0 when YAML does not tell).
+type configError struct {
+	File         string
+	Line, Column int
+	Message      string
+}
+
+func (e configError) Error() string {
+	if e.Column == 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Message)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+}
+
+// configErrors is every mistake found, in the file's order.
+type configErrors []configError
+
+func (es configErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// secretKeys are keys someone may write in the file for a secret, by name
+// anywhere or by dotted path, with the environment variable to use
+// instead. Their values are never repeated in a message.
+var secretKeys = map[string]string{
+	"webhook_secret": "ITERION_GITHUB_WEBHOOK_SECRET",
+	"github.secret":  "ITERION_GITHUB_WEBHOOK_SECRET",
+	"private_key":    "ITERION_GITHUB_PRIVATE_KEY",
+	"api_token":      "ITERION_API_TOKEN",
+	"api.token":      "ITERION_API_TOKEN",
+}
+
+// logLevels are the values of log.level.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+// configChecks check the values of keys, by dotted path, once decoded.
+// Each returns what to write instead, or "". at is `key "value"`.
+var configChecks = map[string]func(at string, v reflect.Value) string{
+	"addr": func(at string, v reflect.Value) string {
+		if _, _, err := net.SplitHostPort(v.String()); err != nil {
+			return at + ": write host:port, like :8080 or 127.0.0.1:8080"
+		}
+		return ""
+	},
+	"shutdown_grace": func(at string, v reflect.Value) string {
+		if v.Int() < 0 {
+			return at + ": write 0s to stop without waiting, or a positive duration like 30s"
+		}
+		return ""
+	},
+	"log.level": func(at string, v reflect.Value) string {
+		if _, ok := logLevels[v.String()]; !ok {
+			return at + ": use debug, info, warn or error"
+		}
+		return ""
+	},
+	"log.format": func(at string, v reflect.Value) string {
+		if s := v.String(); s != "text" && s != "json" {
+			return at + ": use text or json"
+		}
+		return ""
+	},
+	"github.app_id": func(at string, v reflect.Value) string {
+		if v.Int() <= 0 {
+			return at + `: write the App's numeric id (the App's settings page, "App ID")`
+		}
+		return ""
+	},
+	"github.api_url": func(at string, v reflect.Value) string {
+		return checkURL(at, v.String(), "https://ghe.example.com/api/v3/")
+	},
+	"github.git_url": func(at string, v reflect.Value) string {
+		return checkURL(at, v.String(), "https://ghe.example.com")
+	},
+	"github.workers": func(at string, v reflect.Value) string {
+		if v.Int() < 1 {
+			return at + ": write at least 1"
+		}
+		return ""
+	},
+	"github.private_key_file": func(_ string, v reflect.Value) string {
+		// The message must not repeat the key.
+		if strings.HasPrefix(strings.TrimSpace(v.String()), "-----BEGIN") {
+			return "github.private_key_file holds the key itself, a secret, not the path of its file: " +
+				"remove it and set ITERION_GITHUB_PRIVATE_KEY in the environment, or write the file's path"
+		}
+		return ""
+	},
+}
+
+func checkURL(at, s, example string) string {
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return at + ": write an http or https URL, like " + example
+	}
+	return ""
+}
+
+// parseServeConfig decodes data, the contents of file, onto cfg. Every
+// mistake is reported at its line with what to write instead, as
+// configErrors; cfg is then left partly decoded. An empty file changes
+// nothing.
+func parseServeConfig(file string, data []byte, cfg *serveConfig) error {
+	p := &configParser{file: file, keys: map[string]*yaml.Node{}}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	switch err := dec.Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return configErrors{p.syntaxError(err)}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return configErrors{p.syntaxError(err)}
+	default:
+		p.errs = append(p.errs, configError{File: file, Line: max(next.Line, 1), Message: "a second YAML document starts here: keep the whole configuration in one"})
+	}
+	if len(doc.Content) > 0 {
+		p.walk(doc.Content[0], reflect.TypeFor[serveConfig](), "")
+	}
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b configError) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		})
+		return p.errs
+	}
+	// The walk accepted every key and value, so this decode, the one that
+	// fills cfg, is not expected to fail (FuzzServeConfig checks); its
+	// error, which carries its own line, is passed on all the same.
+	dec = yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// configParser checks the YAML tree of a config file against serveConfig
+// before it is decoded, to report mistakes by key, at their positions,
+// with suggestions.
+type configParser struct {
+	file string
+	errs configErrors
+	// keys holds the key node of each key set, by dotted path.
+	keys map[string]*yaml.Node
+}
+
+func (p *configParser) addf(n *yaml.Node, format string, args ...any) {
+	p.errs = append(p.errs, configError{File: p.file, Line: max(n.Line, 1), Column: max(n.Column, 1), Message: fmt.Sprintf(format, args...)})
+}
+
+// syntaxError positions a YAML error ("yaml: line 3: …"); the library
+// leaves the line out on the first line.
+func (p *configParser) syntaxError(err error) configError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if _, scanErr := fmt.Sscanf(msg, "line %d:", &line); scanErr == nil {
+		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+	}
+	return configError{File: p.file, Line: max(line, 1), Message: "not valid YAML: " + msg + "; check the indentation and quoting on this line and the one before"}
+}
+
+// walk checks that n, the value at path, is a mapping of the keys of the
+// struct type t (their yaml tags), and checks their values.
+func (p *configParser) walk(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return // no value: the defaults stay
+	}
+	keys := yamlKeys(t)
+	if r.Kind != yaml.MappingNode {
+		what := "the file"
+		if path != "" {
+			what = path
+		}
+		if len(keys) == 0 {
+			p.addf(n, "%s must be a mapping, not %s", what, describe(r))
+		} else {
+			p.addf(n, "%s must be a mapping with the keys %s, not %s", what, strings.Join(keys, ", "), describe(r))
+		}
+		return
+	}
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		k, v := r.Content[i], r.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.addf(k, "a key must be a plain word, not %s", describe(k))
+			continue
+		}
+		full := joinKey(path, k.Value)
+		if k.Value == "<<" {
+			p.addf(k, "merge keys (<<) are not supported in this file: write the keys out")
+			continue
+		}
+		if env, ok := secretEnv(path, k.Value); ok {
+			fix := "remove it and set " + env + " in the environment instead"
+			if env == "ITERION_GITHUB_PRIVATE_KEY" {
+				fix = "remove it and set ITERION_GITHUB_PRIVATE_KEY in the environment instead (PEM text or a file path), or write the file's path as github.private_key_file"
+			}
+			p.addf(k, "%s is a secret, and iterion serve reads secrets only from the environment: %s", full, fix)
+			continue
+		}
+		f, ok := fieldByKey(t, k.Value)
+		if !ok {
+			p.addf(k, "%s", unknownKey(t, path, k.Value))
+			continue
+		}
+		if prev := p.keys[full]; prev != nil {
+			p.addf(k, "%s is set twice (also at line %d): keep one", full, prev.Line)
+			continue
+		}
+		p.keys[full] = k
+		if f.Type.Kind() == reflect.Struct {
+			p.walk(v, f.Type, full)
+			continue
+		}
+		p.leaf(v, f.Type, full)
+	}
+}
+
+// leaf checks the value n of the key at path, of type t.
+func (p *configParser) leaf(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.ScalarNode {
+		p.addf(n, "%s: write %s, not %s", path, valueKind(t), describe(r))
+		return
+	}
+	v := reflect.New(t)
+	if err := r.Decode(v.Interface()); err != nil {
+		p.addf(n, "%s %q: write %s", path, r.Value, valueKind(t))
+		return
+	}
+	if check := configChecks[path]; check != nil {
+		if msg := check(fmt.Sprintf("%s %q", path, r.Value), v.Elem()); msg != "" {
+			p.addf(n, "%s", msg)
+		}
+	}
+}
+
+// resolve follows an alias; nil means no value (null or empty).
+func resolve(n *yaml.Node) *yaml.Node {
+	if n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	return n
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a single value"
+	}
+}
+
+func valueKind(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return "a duration, a number and a unit like 30s, 2m or 1m30s"
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+		return "a whole number"
+	default:
+		return "a single value"
+	}
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func secretEnv(path, key string) (string, bool) {
+	key = strings.ToLower(key)
+	if env, ok := secretKeys[key]; ok {
+		return env, true
+	}
+	env, ok := secretKeys[joinKey(path, key)]
+	return env, ok
+}
+
+// yamlKeys are the keys of a struct type: its fields' yaml tags.
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.IsExported() && name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.IsExported() && name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// unknownKey says what is wrong with key, unknown in the struct type t at
+// path: a near key here, else the same or a near key elsewhere, else the
+// keys allowed here.
+func unknownKey(t reflect.Type, path, key string) string {
+	where, known := "", "the keys here are "
+	if path != "" {
+		where, known = " in "+path, "the keys in "+path+" are "
+	}
+	keys := yamlKeys(t)
+	if near := nearestKey(key, keys); near != "" {
+		return fmt.Sprintf("unknown key %q%s: did you mean %q? (%s%s)", key, where, near, known, strings.Join(keys, ", "))
+	}
+	var elsewhere []string // dotted paths outside this section, by their last key
+	var leaves []string
+	for _, full := range schemaKeys(reflect.TypeFor[serveConfig](), "") {
+		parent, leaf := "", full
+		if i := strings.LastIndex(full, "."); i >= 0 {
+			parent, leaf = full[:i], full[i+1:]
+		}
+		if parent != path {
+			elsewhere, leaves = append(elsewhere, full), append(leaves, leaf)
+		}
+	}
+	if near := nearestKey(key, leaves); near != "" {
+		other := elsewhere[slices.Index(leaves, near)]
+		if parent, _, ok := strings.Cut(other, "."); ok {
+			return fmt.Sprintf("unknown key %q%s: did you mean %s? It goes in the %s section", key, where, other, parent)
+		}
+		return fmt.Sprintf("unknown key %q%s: did you mean %s? It goes at the top level of the file", key, where, other)
+	}
+	if len(keys) == 0 {
+		return fmt.Sprintf("unknown key %q%s: %s has no settings yet", key, where, path)
+	}
+	return fmt.Sprintf("unknown key %q%s (%s%s)", key, where, known, strings.Join(keys, ", "))
+}
+
+// schemaKeys lists the dotted path of every key of t, sections first.
+func schemaKeys(t reflect.Type, path string) []string {
+	var out []string
+	for _, k := range yamlKeys(t) {
+		f, _ := fieldByKey(t, k)
+		out = append(out, joinKey(path, k))
+		if f.Type.Kind() == reflect.Struct {
+			out = append(out, schemaKeys(f.Type, joinKey(path, k))...)
+		}
+	}
+	return out
+}
+
+// nearestKey returns the candidate a typo of key probably meant, or "":
+// at most a third of the word edited, and always one edit allowed (keys
+// are short: two edits of "foo" make "log").
+func nearestKey(key string, candidates []string) string {
+	key = strings.ToLower(strings.ReplaceAll(key, "-", "_"))
+	best, bestD := "", max(1, len(key)/3)+1
+	for _, c := range candidates {
+		if d := textdist.Distance(key, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// newServeLogger returns serve's logger on w with the settings, which the
+// config file has checked.
+func newServeLogger(w io.Writer, s logSettings) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevels[s.Level]}
+	if s.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// clearServeEnv unsets the environment variables serve reads, so the
+// developer's own do not leak into a test.
+func clearServeEnv(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"ITERION_CONFIG", "ITERION_ADDR", "ITERION_STORE", "ITERION_API_TOKEN",
+		"ITERION_GITHUB_APP_ID", "ITERION_GITHUB_WEBHOOK_SECRET", "ITERION_GITHUB_PRIVATE_KEY", "ITERION_GITHUB_API_URL", "ITERION_GITHUB_URL"} {
+		t.Setenv(name, "")
+	}
+}
+
+func TestServeConfigErrors(t *testing.T) {
+	const keys = "(the keys here are addr, store, shutdown_grace, log, github, api)"
+	const yamlFix = "; check the indentation and quoting on this line and the one before"
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"syntax error", "addr: :9000\nlog: level: debug\n",
+			"serve.yml:2: not valid YAML: mapping values are not allowed in this context" + yamlFix},
+		{"syntax error, bad indentation", "log:\n  level: debug\n format: json\n",
+			"serve.yml:2: not valid YAML: did not find expected key" + yamlFix},
+		{"unknown key, typo", "adr: :9000\n",
+			`serve.yml:1:1: unknown key "adr": did you mean "addr"? ` + keys},
+		{"unknown key, swapped letters in a section", "log:\n  levle: debug\n",
+			`serve.yml:2:3: unknown key "levle" in log: did you mean "level"? (the keys in log are level, format)`},
+		{"unknown key, hyphen for underscore", "github:\n  app-id: 12\n",
+			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file)`},
+		{"unknown key of another section", "workers: 8\n",
+			`serve.yml:1:1: unknown key "workers": did you mean github.workers? It goes in the github section`},
+		{"unknown key of the top level in a section", "github:\n  addr: :1\n",
+			`serve.yml:2:3: unknown key "addr" in github: did you mean addr? It goes at the top level of the file`},
+		{"unknown key, nothing near", "colour: red\n",
+			`serve.yml:1:1: unknown key "colour" ` + keys},
+		{"unknown key in api", "api:\n  foo: 1\n",
+			`serve.yml:2:3: unknown key "foo" in api: api has no settings yet`},
+		{"duration without a unit", "shutdown_grace: 30\n",
+			`serve.yml:1:17: shutdown_grace "30": write a duration, a number and a unit like 30s, 2m or 1m30s`},
+		{"duration in words", "shutdown_grace: 30 seconds\n",
+			`serve.yml:1:17: shutdown_grace "30 seconds": write a duration, a number and a unit like 30s, 2m or 1m30s`},
+		{"negative duration", "shutdown_grace: -5s\n",
+			`serve.yml:1:17: shutdown_grace "-5s": write 0s to stop without waiting, or a positive duration like 30s`},
+		{"duration as a list", "shutdown_grace: [30s]\n",
+			`serve.yml:1:17: shutdown_grace: write a duration, a number and a unit like 30s, 2m or 1m30s, not a list`},
+		{"bad log level", "log:\n  level: verbose\n",
+			`serve.yml:2:10: log.level "verbose": use debug, info, warn or error`},
+		{"log level in capitals", "log:\n  level: DEBUG\n",
+			`serve.yml:2:10: log.level "DEBUG": use debug, info, warn or error`},
+		{"bad log format", "log: {format: yaml}\n",
+			`serve.yml:1:15: log.format "yaml": use text or json`},
+		{"log not a mapping", "log: debug\n",
+			"serve.yml:1:6: log must be a mapping with the keys level, format, not a single value"},
+		{"api not a mapping, value not repeated", "api: s3cr3t\n",
+			"serve.yml:1:6: api must be a mapping, not a single value"},
+		{"file not a mapping", "- addr: :1\n",
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, api, not a list"},
+		{"workers not a number", "github:\n  workers: many\n",
+			`serve.yml:2:12: github.workers "many": write a whole number`},
+		{"no workers", "github:\n  workers: 0\n",
+			`serve.yml:2:12: github.workers "0": write at least 1`},
+		{"app id not a number", "github:\n  app_id: my-app\n",
+			`serve.yml:2:11: github.app_id "my-app": write a whole number`},
+		{"app id zero", "github:\n  app_id: 0\n",
+			`serve.yml:2:11: github.app_id "0": write the App's numeric id (the App's settings page, "App ID")`},
+		{"api url not http", "github:\n  api_url: ghe.example.com/api/v3\n",
+			`serve.yml:2:12: github.api_url "ghe.example.com/api/v3": write an http or https URL, like https://ghe.example.com/api/v3/`},
+		{"git url not http", "github:\n  git_url: git@ghe.example.com\n",
+			`serve.yml:2:12: github.git_url "git@ghe.example.com": write an http or https URL, like https://ghe.example.com`},
+		{"addr without a port", "addr: 8080\n",
+			`serve.yml:1:7: addr "8080": write host:port, like :8080 or 127.0.0.1:8080`},
+		{"key set twice", "addr: :1\nstore: s\naddr: :2\n",
+			"serve.yml:3:1: addr is set twice (also at line 1): keep one"},
+		{"merge key", "log:\n  <<: {level: debug}\n",
+			"serve.yml:2:3: merge keys (<<) are not supported in this file: write the keys out"},
+		{"key that is not a word", "[addr]: :1\n",
+			"serve.yml:1:1: a key must be a plain word, not a list"},
+		{"two documents", "addr: :1\n---\nstore: s\n",
+			"serve.yml:2: a second YAML document starts here: keep the whole configuration in one"},
+		{"every mistake, in order", "log:\n  level: loud\n  format: xml\nshutdown_grace: soon\nwrokers: 2\n",
+			`serve.yml:2:10: log.level "loud": use debug, info, warn or error` + "\n" +
+				`serve.yml:3:11: log.format "xml": use text or json` + "\n" +
+				`serve.yml:4:17: shutdown_grace "soon": write a duration, a number and a unit like 30s, 2m or 1m30s` + "\n" +
+				`serve.yml:5:1: unknown key "wrokers": did you mean github.workers? It goes in the github section`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultServeConfig()
+			err := parseServeConfig("serve.yml", []byte(tc.in), &cfg)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeConfigSecretsRefused(t *testing.T) {
+	const fromEnv = " is a secret, and iterion serve reads secrets only from the environment: remove it and set "
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"webhook secret", "github:\n  webhook_secret: hunter2\n",
+			"serve.yml:2:3: github.webhook_secret" + fromEnv + "ITERION_GITHUB_WEBHOOK_SECRET in the environment instead"},
+		{"webhook secret at the top", "webhook_secret: hunter2\n",
+			"serve.yml:1:1: webhook_secret" + fromEnv + "ITERION_GITHUB_WEBHOOK_SECRET in the environment instead"},
+		{"webhook secret, short name", "github:\n  secret: hunter2\n",
+			"serve.yml:2:3: github.secret" + fromEnv + "ITERION_GITHUB_WEBHOOK_SECRET in the environment instead"},
+		{"private key", "github:\n  private_key: |\n    -----BEGIN RSA PRIVATE KEY-----\n    hunter2\n",
+			"serve.yml:2:3: github.private_key" + fromEnv + "ITERION_GITHUB_PRIVATE_KEY in the environment instead (PEM text or a file path), or write the file's path as github.private_key_file"},
+		{"private key text as the file's path", "github:\n  private_key_file: \"-----BEGIN RSA PRIVATE KEY-----\\nhunter2\"\n",
+			"serve.yml:2:21: github.private_key_file holds the key itself, a secret, not the path of its file: remove it and set ITERION_GITHUB_PRIVATE_KEY in the environment, or write the file's path"},
+		{"api token", "api:\n  token: hunter2\n",
+			"serve.yml:2:3: api.token" + fromEnv + "ITERION_API_TOKEN in the environment instead"},
+		{"api token at the top, in capitals", "API_TOKEN: hunter2\n",
+			"serve.yml:1:1: API_TOKEN" + fromEnv + "ITERION_API_TOKEN in the environment instead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultServeConfig()
+			err := parseServeConfig("serve.yml", []byte(tc.in), &cfg)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error:\n got %s\nwant %s", got, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the message repeats the secret: %s", err)
+			}
+		})
+	}
+}
+
+func TestServeConfigDecodes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "serve.yml")
+	full := `# every setting
+addr: 127.0.0.1:9000
+store: data            # relative to this file
+shutdown_grace: 1m30s
+log:
+  level: debug
+  format: json
+github:
+  app_id: 123456
+  api_url: https://ghe.example.com/api/v3/
+  git_url: https://ghe.example.com
+  workers: 8
+  private_key_file: /etc/iterion/app.pem
+api: {}
+`
+	for _, tc := range []struct {
+		name, in string
+		want     serveConfig
+	}{
+		{"empty file", "", defaultServeConfig()},
+		{"comments only", "# nothing yet\n", defaultServeConfig()},
+		{"empty sections keep the defaults", "log:\ngithub: ~\napi:\naddr:\n", defaultServeConfig()},
+		{"every setting", full, serveConfig{
+			Addr:          "127.0.0.1:9000",
+			Store:         filepath.Join(dir, "data"),
+			ShutdownGrace: 90 * time.Second,
+			Log:           logSettings{Level: "debug", Format: "json"},
+			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
+				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem"},
+		}},
+		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
+			Addr:          ":8080",
+			ShutdownGrace: 30 * time.Second,
+			Log:           logSettings{Level: "info", Format: "json"},
+			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem")},
+		}},
+		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
+			Addr:          "127.0.0.1:1",
+			ShutdownGrace: 30 * time.Second,
+			Log:           logSettings{Level: "warn", Format: "text"},
+			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := loadServeConfig(path, "--config")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.in != "" || got.file != "" {
+				tc.want.file = path
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(serveConfig{})); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestServeConfigFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.yml")
+	for _, tc := range []struct {
+		name, path, via, want string
+	}{
+		{"missing, from the flag", missing, "--config",
+			"config file " + missing + " (--config) does not exist: check the path, which is relative to the current directory"},
+		{"missing, from the variable", missing, "$ITERION_CONFIG",
+			"config file " + missing + " ($ITERION_CONFIG) does not exist: check the path, which is relative to the current directory"},
+		{"a directory", dir, "--config",
+			"reading config file " + dir + " (--config): read " + dir + ": is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadServeConfig(tc.path, tc.via)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error:\n got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeSettingsPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "serve.yml")
+	if err := os.WriteFile(file, []byte("addr: 127.0.0.1:3\nstore: /srv/file-store\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name                string
+		flags               serveFlags
+		env                 map[string]string
+		wantAddr, wantStore string
+		wantFile            string
+	}{
+		{name: "defaults", wantAddr: ":8080", wantStore: ".iterion"},
+		{name: "file over defaults", flags: serveFlags{config: file},
+			wantAddr: "127.0.0.1:3", wantStore: "/srv/file-store", wantFile: file},
+		{name: "file named by the variable", env: map[string]string{"ITERION_CONFIG": file},
+			wantAddr: "127.0.0.1:3", wantStore: "/srv/file-store", wantFile: file},
+		{name: "flag names the file over the variable", flags: serveFlags{config: file}, env: map[string]string{"ITERION_CONFIG": filepath.Join(dir, "nope.yml")},
+			wantAddr: "127.0.0.1:3", wantStore: "/srv/file-store", wantFile: file},
+		{name: "environment over file", flags: serveFlags{config: file}, env: map[string]string{"ITERION_ADDR": "127.0.0.1:2", "ITERION_STORE": "/srv/env-store"},
+			wantAddr: "127.0.0.1:2", wantStore: "/srv/env-store", wantFile: file},
+		{name: "flags over environment", flags: serveFlags{config: file, addr: "127.0.0.1:1", store: "/srv/flag-store"},
+			env:      map[string]string{"ITERION_ADDR": "127.0.0.1:2", "ITERION_STORE": "/srv/env-store"},
+			wantAddr: "127.0.0.1:1", wantStore: "/srv/flag-store", wantFile: file},
+		{name: "environment over defaults", env: map[string]string{"ITERION_ADDR": "127.0.0.1:2"},
+			wantAddr: "127.0.0.1:2", wantStore: ".iterion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearServeEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := serveSettings(tc.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Addr != tc.wantAddr || cfg.Store != tc.wantStore || cfg.file != tc.wantFile {
+				t.Errorf("addr, store, file = %q, %q, %q; want %q, %q, %q", cfg.Addr, cfg.Store, cfg.file, tc.wantAddr, tc.wantStore, tc.wantFile)
+			}
+		})
+	}
+}
+
+func TestGitHubSettingsPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	fileKey, envKey := filepath.Join(dir, "file.pem"), filepath.Join(dir, "env.pem")
+	for path, text := range map[string]string{fileKey: "-----BEGIN FILE KEY-----\n", envKey: "-----BEGIN ENV KEY-----\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := githubFile{AppID: 7, APIURL: "https://file.example/api/v3/", GitURL: "https://file.example/", Workers: 2, PrivateKeyFile: fileKey}
+	for _, tc := range []struct {
+		name    string
+		file    githubFile
+		env     map[string]string
+		want    githubConfig
+		wantOK  bool
+		wantErr string
+	}{
+		{name: "no App anywhere", file: defaultServeConfig().GitHub},
+		{name: "the file, with the secret from the environment", file: file,
+			env:    map[string]string{"ITERION_GITHUB_WEBHOOK_SECRET": "s"},
+			want:   githubConfig{appID: 7, key: []byte("-----BEGIN FILE KEY-----\n"), secret: []byte("s"), apiURL: "https://file.example/api/v3/", gitURL: "https://file.example", workers: 2},
+			wantOK: true},
+		{name: "the environment over the file", file: file,
+			env: map[string]string{"ITERION_GITHUB_APP_ID": "9", "ITERION_GITHUB_WEBHOOK_SECRET": "s", "ITERION_GITHUB_PRIVATE_KEY": envKey,
+				"ITERION_GITHUB_API_URL": "https://env.example/api/v3/", "ITERION_GITHUB_URL": "https://env.example"},
+			want:   githubConfig{appID: 9, key: []byte("-----BEGIN ENV KEY-----\n"), secret: []byte("s"), apiURL: "https://env.example/api/v3/", gitURL: "https://env.example", workers: 2},
+			wantOK: true},
+		{name: "PEM text in the environment over the file's key file", file: file,
+			env:    map[string]string{"ITERION_GITHUB_WEBHOOK_SECRET": "s", "ITERION_GITHUB_PRIVATE_KEY": "-----BEGIN PEM TEXT-----"},
+			want:   githubConfig{appID: 7, key: []byte("-----BEGIN PEM TEXT-----"), secret: []byte("s"), apiURL: "https://file.example/api/v3/", gitURL: "https://file.example", workers: 2},
+			wantOK: true},
+		{name: "the defaults under the environment", file: defaultServeConfig().GitHub,
+			env:    map[string]string{"ITERION_GITHUB_APP_ID": "9", "ITERION_GITHUB_WEBHOOK_SECRET": "s", "ITERION_GITHUB_PRIVATE_KEY": envKey},
+			want:   githubConfig{appID: 9, key: []byte("-----BEGIN ENV KEY-----\n"), secret: []byte("s"), gitURL: "https://github.com", workers: 4},
+			wantOK: true},
+		{name: "App id from the file, no secret", file: file,
+			wantErr: "a GitHub App is configured (github.app_id in serve.yml) but ITERION_GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret"},
+		{name: "App id from the file, no key", file: githubFile{AppID: 7},
+			env:     map[string]string{"ITERION_GITHUB_WEBHOOK_SECRET": "s"},
+			wantErr: "a GitHub App is configured but ITERION_GITHUB_PRIVATE_KEY is not set: set it to the App's private key (PEM text, or the path of the .pem file), or write the file's path as github.private_key_file in the config file"},
+		{name: "the file's key file unreadable", file: githubFile{AppID: 7, PrivateKeyFile: filepath.Join(dir, "nope.pem")},
+			env:     map[string]string{"ITERION_GITHUB_WEBHOOK_SECRET": "s"},
+			wantErr: "github.private_key_file in serve.yml names a file that cannot be read: open " + filepath.Join(dir, "nope.pem") + ": no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearServeEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			got, ok, err := githubSettings(tc.file, "serve.yml")
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error:\n got %v\nwant %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || ok != tc.wantOK {
+				t.Fatalf("ok=%v err=%v, want ok=%v", ok, err, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(githubConfig{})); ok && diff != "" {
+				t.Errorf("settings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestServeWithConfigFile starts serve with only --config: it listens on
+// the file's address, keeps its store where the file says (relative to
+// the file) and logs as the file says.
+func TestServeWithConfigFile(t *testing.T) {
+	clearServeEnv(t)
+	root := t.TempDir()
+	t.Chdir(root)
+	conf := filepath.Join(root, "etc", "serve.yml")
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("addr: 127.0.0.1:0\nstore: ../data\nshutdown_grace: 5s\nlog:\n  level: debug\n  format: json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--config", "etc/serve.yml"}, pw, &stderr)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		t.Fatalf("serve did not start: %s", stderr.String())
+	}
+	line := sc.Text()
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	// etc/../data: the store is relative to the file's directory.
+	if !strings.HasPrefix(line, "iterion serve listening on http://127.0.0.1:") || !strings.HasSuffix(line, "(store data)") {
+		t.Fatalf("listening line %q, want 127.0.0.1 and the store data", line)
+	}
+	base := strings.Fields(strings.SplitAfter(line, "listening on ")[1])[0]
+	if _, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://")); port == "8080" {
+		t.Errorf("serve listens on the default port: %s", base)
+	}
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz = %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(root, "data", ownerFile)); err != nil {
+		t.Errorf("store: %v", err)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exited %d: %s", code, stderr.String())
+	}
+	// The debug line is logged as JSON only when both log settings apply.
+	var debug map[string]any
+	for l := range strings.Lines(stderr.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", l)
+		}
+		if rec["msg"] == "config file read" {
+			debug = rec
+		}
+	}
+	if debug == nil || debug["level"] != "DEBUG" || debug["file"] != "etc/serve.yml" {
+		t.Errorf("no debug record of the config file in the log:\n%s", stderr.String())
+	}
+}
+
+// TestServeBadConfigStartsNothing: a file with a mistake is reported and
+// neither the store nor the listener is touched.
+func TestServeBadConfigStartsNothing(t *testing.T) {
+	clearServeEnv(t)
+	root := t.TempDir()
+	t.Chdir(root)
+	if err := os.WriteFile("serve.yml", []byte("addr: 127.0.0.1:0\nstore: data\nlog:\n  level: verbose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ITERION_CONFIG", "serve.yml")
+	code, out, errOut := runCLI(t, "serve")
+	want := "iterion: serve.yml:4:10: log.level \"verbose\": use debug, info, warn or error\n"
+	if code != exitError || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, out, errOut, want)
+	}
+	if _, err := os.Stat("data"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the store was created (%v)", err)
+	}
+}
+
+// FuzzServeConfig: the parser never panics, every mistake is reported at
+// a line of the file, and whatever it accepts is a configuration serve
+// can use.
+func FuzzServeConfig(f *testing.F) {
+	for _, seed := range []string{
+		"", "addr: :1\n", "log: {level: debug, format: json}\n", "github:\n  app_id: 1\n  workers: 2\n",
+		"shutdown_grace: 1m\n", "a: &x {b: *x}\n", "log: &l {level: *l}\n", "<<: {addr: :1}\n",
+		"- 1\n", "addr: [1, {2: 3}]\n", "x: 1\n---\ny: 2\n", "github:\n  webhook_secret: s\n", "? [a]\n: b\n",
+		"log: !!map {level: info}\n", "addr: !!binary aGVsbG8=\n", "shutdown_grace: !!int 5\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg := defaultServeConfig()
+		err := parseServeConfig("f.yml", data, &cfg)
+		if err != nil {
+			var errs configErrors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("error %T is not positioned: %v", err, err)
+			}
+			for _, e := range errs {
+				if e.File != "f.yml" || e.Line < 1 || e.Message == "" {
+					t.Errorf("error without a position or a message: %+v", e)
+				}
+			}
+			return
+		}
+		if _, ok := logLevels[cfg.Log.Level]; !ok || (cfg.Log.Format != "text" && cfg.Log.Format != "json") {
+			t.Errorf("accepted log settings %+v", cfg.Log)
+		}
+		if cfg.GitHub.Workers < 1 || cfg.GitHub.AppID < 0 || cfg.ShutdownGrace < 0 {
+			t.Errorf("accepted %+v", cfg)
+		}
+		if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+			t.Errorf("accepted addr %q", cfg.Addr)
+		}
+	})
+}
