@@ -52,8 +52,11 @@ type Relay struct {
 	// (steps done): at most one per StatusEvery. State changes (a question,
 	// a pause, the end) come through the outbox and are shown at once.
 	StatusEvery time.Duration
-	wake        chan struct{}
-	now         func() time.Time
+	// Failpoint, when set, is called with FailOutboxPerformed after each
+	// row is performed, before it is marked done, for crash tests.
+	Failpoint func(name string)
+	wake      chan struct{}
+	now       func() time.Time
 
 	mu      sync.Mutex
 	written map[string]string    // marker key → body this process last wrote
@@ -166,6 +169,9 @@ func (r *Relay) Drain(ctx context.Context) {
 			continue
 		}
 		err := r.perform(ctx, row)
+		if err == nil && r.Failpoint != nil {
+			r.Failpoint(FailOutboxPerformed)
+		}
 		if err == nil {
 			if err := r.Store.AckOutbox(ctx, row.ID); err != nil {
 				r.Log.Error("acknowledging an outbox row failed", "row", row.ID, "err", err)

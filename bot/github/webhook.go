@@ -114,12 +114,17 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "the delivery could not be stored; redeliver it")
 		return
 	}
+	// Acknowledged before the worker is woken: a delivery being handled
+	// has always been answered 202.
+	w.WriteHeader(http.StatusAccepted)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 	if fresh {
 		in.wake()
 	} else {
 		log.Info("webhook redelivered: already stored")
 	}
-	w.WriteHeader(http.StatusAccepted)
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

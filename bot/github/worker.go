@@ -17,6 +17,16 @@ type deliveryQueue interface {
 	RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error
 }
 
+// Failpoints of the GitHub channel, for crash tests.
+const (
+	// FailDeliveryHandling: a delivery acknowledged to GitHub is about to
+	// be handled.
+	FailDeliveryHandling = "github-delivery-handling"
+	// FailOutboxPerformed: an outbox row's posts are made, the row not yet
+	// marked done.
+	FailOutboxPerformed = "github-outbox-performed"
+)
+
 // MaxAttempts bounds how often a delivery is tried when GitHub keeps
 // asking us to come back later; the last failure is recorded.
 const MaxAttempts = 5
@@ -33,6 +43,9 @@ type Worker struct {
 	// poll is the period of the safety re-scan; a missed wake-up costs at
 	// most this much latency, and postponed deliveries are picked up by it.
 	poll time.Duration
+	// Failpoint, when set, is called with FailDeliveryHandling before each
+	// delivery is handled, for crash tests.
+	Failpoint func(name string)
 
 	mu       sync.Mutex
 	inFlight map[string]bool
@@ -103,6 +116,9 @@ func (w *Worker) Run(ctx context.Context) {
 					w.finished[key] = true
 					w.mu.Unlock()
 				}()
+				if w.Failpoint != nil {
+					w.Failpoint(FailDeliveryHandling)
+				}
 				herr := w.handle(ctx, d)
 				if ctx.Err() != nil {
 					return // stopped: the delivery stays pending for the next start

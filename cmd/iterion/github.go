@@ -147,6 +147,8 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
 	rl := ghbot.NewRelay(o.db, h.Replies, log)
+	rl.Failpoint = failpoint()
+	w.Failpoint = failpoint()
 	relay.Store(rl)
 
 	var wg sync.WaitGroup
