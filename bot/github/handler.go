@@ -97,6 +97,12 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		h.log().Debug("push not configured to start runs", "delivery", d.ID, "repo", t.Owner+"/"+t.Repo)
 		return nil
 	}
+	return h.act(ctx, d.ID, t)
+}
+
+// act does what trigger t asks; id names the request (the delivery), so
+// doing it again after a crash replies and launches nothing twice.
+func (h *Handler) act(ctx context.Context, id string, t Trigger) error {
 	client, err := h.Client(t.InstallationID)
 	if err != nil {
 		return err
@@ -104,20 +110,20 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 	cfg, _, err := FetchConfig(ctx, client, t.Owner, t.Repo, t.DefaultBranch)
 	var cfgErrs repoconfig.Errors
 	if errors.As(err, &cfgErrs) {
-		return h.reply(ctx, d, t, fmt.Sprintf("I cannot act on this: the repository's %s on `%s` has mistakes.\n\n```\n%s\n```", repoconfig.FileName, t.DefaultBranch, err))
+		return h.reply(ctx, id, t, fmt.Sprintf("I cannot act on this: the repository's %s on `%s` has mistakes.\n\n```\n%s\n```", repoconfig.FileName, t.DefaultBranch, err))
 	}
 	if err != nil {
 		return err
 	}
 	if t.Kind == TriggerPullRequest {
-		return h.pullRequest(ctx, d, t, cfg)
+		return h.pullRequest(ctx, id, t, cfg)
 	}
 	if !cfg.CommentsEnabled() {
 		h.log().Debug("comment commands are off", "repo", t.Owner+"/"+t.Repo)
 		return nil
 	}
 	if t.Reply != nil {
-		return h.reply(ctx, d, t, h.quoteReply(ctx, t, cfg))
+		return h.reply(ctx, id, t, h.quoteReply(ctx, t, cfg))
 	}
 	// 👀 says the bot saw the commands, before the work they ask for.
 	if len(t.Commands) > 0 {
@@ -131,23 +137,23 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		parts = append(parts, problemText(p))
 	}
 	for i, c := range t.Commands {
-		text, err := h.command(ctx, t, cfg, c, fmt.Sprintf("%s-%d", d.ID, i+1))
+		text, err := h.command(ctx, t, cfg, c, fmt.Sprintf("%s-%d", id, i+1))
 		if err != nil {
 			return err
 		}
 		parts = append(parts, strings.TrimSpace(text))
 	}
-	return h.reply(ctx, d, t, strings.Join(parts, "\n\n"))
+	return h.reply(ctx, id, t, strings.Join(parts, "\n\n"))
 }
 
 // pullRequest starts the workflow .iterion.yml maps the PR's action to.
 // A PR from a fork carries code the repository's owners have not
 // reviewed: it runs only when someone with write permission asks with
 // `/iterion run`, and the bot says so once per PR head.
-func (h *Handler) pullRequest(ctx context.Context, d store.Delivery, t Trigger, cfg *repoconfig.Config) error {
+func (h *Handler) pullRequest(ctx context.Context, id string, t Trigger, cfg *repoconfig.Config) error {
 	name := cfg.Triggers.PullRequest[t.Action]
 	if name == "" {
-		h.log().Debug("pull_request action not configured", "delivery", d.ID, "action", t.Action)
+		h.log().Debug("pull_request action not configured", "delivery", id, "action", t.Action)
 		return nil
 	}
 	if t.Fork {
@@ -155,20 +161,20 @@ func (h *Handler) pullRequest(ctx context.Context, d store.Delivery, t Trigger, 
 			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer can start it with `/iterion run %s` after reading the change.", name, name))
 		return err
 	}
-	id, err := h.Actions.Launch(ctx, Launch{
+	runID, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
-		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, DefaultBranch: t.DefaultBranch, Actor: t.Sender, Key: d.ID,
+		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, DefaultBranch: t.DefaultBranch, Actor: t.Sender, Key: id,
 		Context: prContext(t, t.PullRequest),
 	})
 	var user *LaunchError
 	if errors.As(err, &user) {
-		return h.reply(ctx, d, t,
+		return h.reply(ctx, id, t,
 			fmt.Sprintf("workflow `%s` (on pull_request %s) could not start: %s", name, t.Action, user.Msg))
 	}
 	if err != nil {
 		return err
 	}
-	h.log().Info("run started", "run", id, "workflow", name, "repo", t.Owner+"/"+t.Repo, "pr", t.PR, "action", t.Action)
+	h.log().Info("run started", "run", runID, "workflow", name, "repo", t.Owner+"/"+t.Repo, "pr", t.PR, "action", t.Action)
 	return nil
 }
 
@@ -179,14 +185,13 @@ func (h *Handler) log() *slog.Logger {
 	return h.Log
 }
 
-// reply posts the reply to delivery d; its outbox key comes from the
-// delivery, so a delivery handled again after a crash does not reply
-// twice.
-func (h *Handler) reply(ctx context.Context, d store.Delivery, t Trigger, text string) error {
+// reply posts the reply to request id (a delivery); its marker comes
+// from id, so a request handled again after a crash does not reply twice.
+func (h *Handler) reply(ctx context.Context, id string, t Trigger, text string) error {
 	if text == "" {
 		return nil
 	}
-	key := "delivery-" + d.ID
+	key := "delivery-" + id
 	body := fmt.Sprintf("@%s %s", t.Sender, text)
 	_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, key, body)
 	return err
@@ -392,6 +397,11 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 		return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", id), nil
 	}
 	if !ix.Pending() {
+		// The same answer met again (a comment both delivered and found by
+		// the start-up reconciliation) is taken, not refused.
+		if ix.Via == "github" && ix.AnsweredBy == t.Sender {
+			return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
+		}
 		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(ix.AnsweredBy, "someone")), cmp.Or(ix.Via, "unknown")), nil
 	}
 	text = strings.TrimSpace(text)

@@ -154,6 +154,16 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
 	wg.Go(func() { rl.Run(ctx) })
+	// Answers written on PRs while this server was down.
+	wg.Go(func() {
+		n, err := h.Reconcile(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("applying the answers written while the server was down failed", "applied", n, "err", err)
+		case n > 0:
+			log.Info("applied answers written on pull requests while the server was down", "comments", n)
+		}
+	})
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil

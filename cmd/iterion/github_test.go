@@ -370,3 +370,43 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 		t.Errorf("%d bot comments, want 3", n)
 	}
 }
+
+// Answers written on the PR while serve was down are found at the next
+// start and applied: the waiting run continues.
+func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
+	h := newGHHarness(t, nil)
+	has := true
+	h.model(&fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "ask", Match: fakellm.Match{System: "You review pull requests", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{Name: "ask_user_async", Input: map[string]any{"question": "Which branch do you deploy?"}},
+		}},
+		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Name: "verdict", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &has}, Text: `{"summary": "ok"}`},
+	}})
+	stop := h.start()
+	h.comment("ana", "/iterion run")
+	runID := h.startedRun()
+	h.botComment("**Question Q1**")
+	h.fake.WaitFor(30*time.Second, "the run to wait", func() bool { s, _ := h.runStatus(runID); return s == "paused_waiting_human" })
+	stop()
+
+	// While serve is down: an answer by quote reply, an earlier unrelated
+	// comment, and a comment by someone who may not answer.
+	h.fake.AddComment(7, "bo", "> Question Q1\nmain, surely")
+	h.fake.AddComment(7, "ana", "Thanks for the review.")
+	answer := h.fake.AddComment(7, "ana", "> **Question Q1** · from `review`\n\nrelease")
+
+	h.start()
+	h.fake.WaitFor(60*time.Second, "👍 on the answer written while down", func() bool {
+		return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", answer.ID))
+	})
+	h.fake.WaitFor(60*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	q := h.botComment("**Question Q1**")
+	if !strings.Contains(q.Body, "Answered by `ana` via github:\n\n> release") {
+		t.Errorf("question comment:\n%s", q.Body)
+	}
+	refusals := h.fake.BotComments(7, "@bo thank you, but only people with write permission")
+	if len(refusals) != 1 {
+		t.Errorf("%d refusals to bo, want 1", len(refusals))
+	}
+}

@@ -280,6 +280,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prefix := "/repos/" + s.Owner + "/" + s.Repo + "/"
+	if r.URL.Path == strings.TrimSuffix(prefix, "/") && r.Method == http.MethodGet {
+		writeJSON(rec, http.StatusOK, map[string]any{"name": s.Repo, "full_name": s.Owner + "/" + s.Repo,
+			"owner": map[string]any{"login": s.Owner}, "default_branch": s.DefaultBranch})
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 	if !ok {
 		s.unserved(rec, r)

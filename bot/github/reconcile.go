@@ -1,0 +1,170 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v62/github"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// reconcileSlack widens the window of comments read at start-up, for
+// clocks that disagree a little.
+const reconcileSlack = time.Minute
+
+// prKey names a pull request a run was started from.
+type prKey struct {
+	installation int64
+	repo         string
+	pr           int
+}
+
+// Reconcile applies the answers people wrote on pull requests while the
+// server was down (GitHub does not redeliver a webhook that failed): for
+// every pull request with a pending question posted on it, it reads the
+// comments made since the oldest such question and handles those that
+// answer one, as if their webhooks had arrived. Questions answered in the
+// meantime are left alone; an answer also delivered normally is taken
+// once. It returns the number of comments applied.
+func (h *Handler) Reconcile(ctx context.Context) (int, error) {
+	runs, err := h.Runs.Runs(ctx, engine.RunFilter{})
+	if err != nil {
+		return 0, err
+	}
+	since := map[prKey]time.Time{}
+	for _, r := range runs {
+		t := r.Trigger
+		if t.Source != "github" || t.PR == 0 || t.Installation == 0 || r.Status.Terminal() {
+			continue
+		}
+		ixs, err := h.Runs.Interactions(ctx, r.ID)
+		if err != nil {
+			return 0, err
+		}
+		for _, ix := range ixs {
+			if !ix.Pending() || ix.Posts["github"] == "" {
+				continue
+			}
+			k := prKey{t.Installation, t.Repo, t.PR}
+			if at, ok := since[k]; !ok || ix.RequestedAt.Before(at) {
+				since[k] = ix.RequestedAt
+			}
+		}
+	}
+	keys := make([]prKey, 0, len(since))
+	for k := range since {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b prKey) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	applied := 0
+	for _, k := range keys {
+		n, err := h.reconcilePR(ctx, k, since[k].Add(-reconcileSlack))
+		applied += n
+		if err != nil {
+			return applied, err
+		}
+	}
+	return applied, nil
+}
+
+// reconcilePR handles the answers among the comments on one pull request
+// since a time, oldest first.
+func (h *Handler) reconcilePR(ctx context.Context, k prKey, since time.Time) (int, error) {
+	owner, repo, _ := strings.Cut(k.repo, "/")
+	client, err := h.Client(k.installation)
+	if err != nil {
+		return 0, err
+	}
+	info, resp, err := client.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		return 0, classify(fmt.Sprintf("reading %s", k.repo), resp, err)
+	}
+	opts := &gh.IssueListCommentsOptions{Since: &since, Sort: gh.String("created"), Direction: gh.String("asc"), ListOptions: gh.ListOptions{PerPage: 100}}
+	applied := 0
+	for {
+		cms, resp, err := client.Issues.ListComments(ctx, owner, repo, k.pr, opts)
+		if err != nil {
+			return applied, classify(fmt.Sprintf("listing the comments of %s#%d", k.repo, k.pr), resp, err)
+		}
+		for _, cm := range cms {
+			t, ok := answerTrigger(cm)
+			if !ok {
+				continue
+			}
+			t.InstallationID, t.Owner, t.Repo, t.DefaultBranch, t.PR = k.installation, owner, repo, info.GetDefaultBranch(), k.pr
+			// Only answers to questions still open: the others were seen.
+			if t, err = h.stillOpen(ctx, t); err != nil {
+				return applied, err
+			}
+			if len(t.Commands) == 0 && t.Reply == nil {
+				continue
+			}
+			if err := h.act(ctx, fmt.Sprintf("reconcile-%d", cm.GetID()), t); err != nil {
+				return applied, err
+			}
+			applied++
+		}
+		if resp.NextPage == 0 {
+			return applied, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// answerTrigger turns a person's comment that answers questions (answer
+// commands, or a quote reply) into the trigger its webhook would have
+// been; other comments, and their other commands, are not replayed.
+func answerTrigger(cm *gh.IssueComment) (Trigger, bool) {
+	if cm.GetUser().GetType() == "Bot" {
+		return Trigger{}, false
+	}
+	t := Trigger{Kind: TriggerComment, Sender: cm.GetUser().GetLogin(), CommentID: cm.GetID(), CommentBody: cm.GetBody()}
+	cmds, _ := ParseComment(cm.GetBody())
+	for _, c := range cmds {
+		if c.Name == CmdAnswer {
+			t.Commands = append(t.Commands, c)
+		}
+	}
+	if len(cmds) == 0 {
+		if r, ok := ParseReply(cm.GetBody()); ok {
+			t.Reply = &r
+		}
+	}
+	return t, len(t.Commands) > 0 || t.Reply != nil
+}
+
+// stillOpen keeps the parts of t that answer questions still pending.
+func (h *Handler) stillOpen(ctx context.Context, t Trigger) (Trigger, error) {
+	open := func(id string) (bool, error) {
+		ix, err := h.findQuestion(ctx, t, id)
+		return ix != nil && ix.Pending(), err
+	}
+	var cmds []Command
+	for _, c := range t.Commands {
+		ok, err := open(c.QuestionID)
+		if err != nil {
+			return t, err
+		}
+		if ok {
+			cmds = append(cmds, c)
+		}
+	}
+	t.Commands = cmds
+	if t.Reply != nil {
+		ok := len(t.Reply.Questions) == 1
+		if ok {
+			var err error
+			if ok, err = open(fmt.Sprintf("Q%d", t.Reply.Questions[0])); err != nil {
+				return t, err
+			}
+		}
+		if !ok {
+			t.Reply = nil
+		}
+	}
+	return t, nil
+}
