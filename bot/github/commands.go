@@ -62,7 +62,7 @@ type Problem struct {
 
 // HelpText is the reply to /iterion help and to unknown commands.
 const HelpText = "iterion commands, each on its own line:\n" +
-	"- `/iterion run [workflow] [key=value …]` starts a run (the repository's default workflow when none is named)\n" +
+	"- `/iterion run [workflow] [key=value …]` starts a run (the repository's default workflow when none is named); on a pull request from a fork, add `approve=<sha>` naming the commit you reviewed\n" +
 	"- `/iterion answer <question> <text>` answers a question; the text may run over several lines\n" +
 	"- `/iterion cancel [run]` cancels the PR's current run, or the one named\n" +
 	"- `/iterion status` shows the PR's runs and open questions\n" +

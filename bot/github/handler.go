@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,7 +159,7 @@ func (h *Handler) pullRequest(ctx context.Context, id string, t Trigger, cfg *re
 	}
 	if t.Fork {
 		_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "fork-"+t.HeadSHA,
-			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer can start it with `/iterion run %s` after reading the change.", name, name))
+			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", name, shortSHA(t.HeadSHA), name, ApproveVar, shortSHA(t.HeadSHA)))
 		return err
 	}
 	runID, err := h.Actions.Launch(ctx, Launch{
@@ -519,9 +520,23 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 	if pr.GetState() != "open" {
 		return "this pull request is closed; reopen it to run workflows on it.", nil
 	}
+	head := pr.GetHead().GetSHA()
+	vars := maps.Clone(c.Vars)
+	approved := vars[ApproveVar]
+	delete(vars, ApproveVar)
+	if isFork(pr) {
+		// The approval is for the commit the maintainer read: code pushed
+		// after it does not run on the strength of it.
+		switch {
+		case approved == "":
+			return fmt.Sprintf("this pull request comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at %s, start the run with:\n\n```\n/iterion run %s %s=%s\n```", shortSHA(head), name, ApproveVar, shortSHA(head)), nil
+		case len(approved) < 7 || !strings.HasPrefix(head, strings.ToLower(approved)):
+			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is now %s. Read the new commits, then approve the head with `/iterion run %s %s=%s`.", Disarm(approved), shortSHA(head), name, ApproveVar, shortSHA(head)), nil
+		}
+	}
 	id, err := h.Actions.Launch(ctx, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
-		Workflow: name, Path: path, Ref: pr.GetHead().GetSHA(), DefaultBranch: t.DefaultBranch, Vars: c.Vars,
+		Workflow: name, Path: path, Ref: head, DefaultBranch: t.DefaultBranch, Vars: vars,
 		Context: prContext(t, pr), Actor: t.Sender, CommentID: t.CommentID, Key: key,
 	})
 	if err != nil {
@@ -532,6 +547,16 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 		return "", err
 	}
 	return fmt.Sprintf("started run `%s` of `%s` on %s.", id, name, shortSHA(pr.GetHead().GetSHA())), nil
+}
+
+// ApproveVar is the argument of `/iterion run` that names the commit a
+// maintainer approves on a pull request from a fork.
+const ApproveVar = "approve"
+
+// isFork reports whether pr's head lives in another repository.
+func isFork(pr *gh.PullRequest) bool {
+	head := pr.GetHead().GetRepo().GetFullName()
+	return head != "" && !strings.EqualFold(head, pr.GetBase().GetRepo().GetFullName())
 }
 
 // prContext is the PR's context vars; comment_body is the triggering

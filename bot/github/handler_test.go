@@ -112,7 +112,14 @@ func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	return fmt.Sprintf("run-%d", len(f.launches)), nil
 }
 
+const prJSON = `{"number": 7, "state": "open", "title": "Add a README", "body": "Closes #3.",
+	"head": {"sha": "abc1234567", "ref": "feature", "repo": {"full_name": "acme/app"}}, "base": {"ref": "main", "repo": {"full_name": "acme/app"}}}`
+
 func newHandler(t *testing.T, config string) (*Handler, *commentServer, *fakeRuns) {
+	return newHandlerPR(t, config, prJSON)
+}
+
+func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *fakeRuns) {
 	cs := &commentServer{}
 	client := cs.serve(t, func(mux *http.ServeMux) {
 		mux.HandleFunc("GET /repos/acme/app/contents/.iterion.yml", func(w http.ResponseWriter, r *http.Request) {
@@ -126,8 +133,7 @@ func newHandler(t *testing.T, config string) (*Handler, *commentServer, *fakeRun
 			_ = json.NewEncoder(w).Encode(map[string]any{"permission": perm})
 		})
 		mux.HandleFunc("GET /repos/acme/app/pulls/7", func(w http.ResponseWriter, r *http.Request) {
-			_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": "open", "title": "Add a README", "body": "Closes #3.",
-				"head": map[string]any{"sha": "abc1234567", "ref": "feature"}, "base": map[string]any{"ref": "main"}})
+			_, _ = w.Write([]byte(pr))
 		})
 	})
 	app := &App{clients: map[int64]*gh.Client{42: client}}
@@ -383,5 +389,47 @@ func TestHandlerQuoteReplies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a pull request from a fork, a maintainer's run starts only for the
+// commit they approve by its SHA, and only while it is the head.
+func TestHandlerForkApproval(t *testing.T) {
+	fork := strings.Replace(prJSON, `"ref": "feature", "repo": {"full_name": "acme/app"}`, `"ref": "feature", "repo": {"full_name": "mallory/app"}`, 1)
+	for _, c := range []struct {
+		name, body, reply string
+		launched          bool
+	}{
+		{"no approval", "/iterion run review", "comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at abc1234, start the run with:\n\n```\n/iterion run review approve=abc1234\n```", false},
+		{"head moved", "/iterion run review approve=0ff1ce0", "nothing started: you approved `0ff1ce0`, but the pull request's head is now abc1234.", false},
+		{"too short", "/iterion run review approve=abc", "nothing started: you approved `abc`", false},
+		{"approved head", "/iterion run review approve=ABC1234 depth=2", "started run `run-1` of `review` on abc1234.", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, cs, runs := newHandlerPR(t, handlerConfig, fork)
+			if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", c.body)); err != nil {
+				t.Fatal(err)
+			}
+			if len(cs.comments) != 1 || !strings.Contains(cs.comments[0].GetBody(), c.reply) {
+				t.Fatalf("replies %d, want one containing %q; got %v", len(cs.comments), c.reply, cs.comments)
+			}
+			if got := len(runs.launches) == 1; got != c.launched {
+				t.Fatalf("launched = %v, want %v", got, c.launched)
+			}
+			if c.launched {
+				l := runs.launches[0]
+				if l.Ref != "abc1234567" || l.Vars["depth"] != "2" || l.Vars[ApproveVar] != "" {
+					t.Errorf("launch = %+v, want the approved head, its vars without approve", l)
+				}
+			}
+		})
+	}
+	// The same PR not from a fork needs no approval, and approve= is no var.
+	h, _, runs := newHandler(t, handlerConfig)
+	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion run review approve=abc1234")); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.launches) != 1 || len(runs.launches[0].Vars) != 0 {
+		t.Errorf("launches = %+v", runs.launches)
 	}
 }
