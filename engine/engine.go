@@ -167,6 +167,38 @@ func (e *Engine) Cancel(runID string) bool {
 	return ok
 }
 
+// Stop ends a run that is not over: one executing in this process is
+// cancelled as Cancel does (it stops at once and records itself
+// cancelled); one paused or interrupted is marked cancelled in the store,
+// synced, with the outbox row that tells its channels. It reports whether
+// the run was stopped; a run already over is left as it is.
+func (e *Engine) Stop(ctx context.Context, runID, reason string) (bool, error) {
+	if e.Cancel(runID) {
+		return true, nil
+	}
+	run, err := e.store.Run(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	if run.Status.Terminal() || run.Status == StatusFailedResumable {
+		return false, nil
+	}
+	now := e.now()
+	c := Change{
+		RunID: run.ID, Generation: run.Generation, Status: StatusCancelled, FailureCode: CodeCancelled, Error: reason,
+		Events: []Event{{Type: EventRunCancelled, Time: now, Data: map[string]any{"reason": reason}}},
+		Outbox: []OutboxRow{{Kind: OutboxRunFailed, RunID: run.ID, Payload: mustJSON(map[string]any{"status": string(StatusCancelled), "failure_code": CodeCancelled, "error": reason})}},
+		Sync:   true,
+	}
+	if len(run.Channels) == 0 {
+		c.Outbox = nil
+	}
+	if err := e.store.Commit(ctx, c); err != nil {
+		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
+	}
+	return true, nil
+}
+
 // ResolveVars turns the vars given on a command line (text) into typed
 // values, applies the preset and the defaults, and reports vars that are
 // missing, unknown or of the wrong type, each with what to do.

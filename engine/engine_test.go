@@ -843,3 +843,32 @@ workflow w:
 		t.Errorf("the branch gate's deadline moved: %s, then %s", first, again)
 	}
 }
+
+// Stop cancels a paused run in the store and tells its channels; a run
+// already over is left alone.
+func TestStopPausedRun(t *testing.T) {
+	src := "human approve:\n  instructions: \"ok?\"\nworkflow w:\n  entry: approve\n  approve -> done\n"
+	w := mustCompile(t, src)
+	ctx := context.Background()
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run, err := e.Start(ctx, engine.StartRequest{Workflow: w, Channels: []string{"github"}, WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("start: %v %+v", err, run)
+	}
+	stopped, err := e.Stop(ctx, run.ID, "superseded by a newer run")
+	if err != nil || !stopped {
+		t.Fatalf("Stop = %v, %v", stopped, err)
+	}
+	got, _ := db.Run(ctx, run.ID)
+	if got.Status != engine.StatusCancelled || got.FailureCode != engine.CodeCancelled || got.Error != "superseded by a newer run" {
+		t.Errorf("run after Stop = %s %s %q", got.Status, got.FailureCode, got.Error)
+	}
+	rows, _ := db.DueOutbox(ctx, time.Now().Add(time.Hour), 0)
+	if last := rows[len(rows)-1]; last.Kind != engine.OutboxRunFailed || !strings.Contains(string(last.Payload), `"status":"cancelled"`) {
+		t.Errorf("last outbox row = %+v %s, want run_failed (cancelled)", last, last.Payload)
+	}
+	if stopped, err := e.Stop(ctx, run.ID, "again"); err != nil || stopped {
+		t.Errorf("Stop of a cancelled run = %v, %v; want false, nil", stopped, err)
+	}
+}

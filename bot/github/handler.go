@@ -3,6 +3,7 @@ package github
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +59,9 @@ type Actions interface {
 	// (a human node's form, an agent's ask_user) and resumes the run in
 	// the background; an error says why the answers were not taken.
 	AnswerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error
-	Cancel(runID string) bool
+	// Cancel stops a run that is not over (executing or paused) and
+	// reports whether it did.
+	Cancel(ctx context.Context, runID, reason string) (bool, error)
 	// Launch starts a run and returns its id; errors a user can fix say
 	// what to fix.
 	Launch(ctx context.Context, l Launch) (string, error)
@@ -79,7 +82,17 @@ type Handler struct {
 	Runs    RunIndex
 	Actions Actions
 	Replies *Commenter
-	Log     *slog.Logger
+	// Queue holds the runs asked for on a PR while another is active, for
+	// .iterion.yml's concurrency: queue.
+	Queue LaunchQueue
+	Log   *slog.Logger
+}
+
+// LaunchQueue is the store's per-PR queue of launches.
+type LaunchQueue interface {
+	QueueLaunch(ctx context.Context, scope, key string, payload []byte) (int, error)
+	QueuedLaunches(ctx context.Context, scope string) ([]store.QueuedLaunch, error)
+	DropLaunch(ctx context.Context, scope, key string) error
 }
 
 // Handle acts on one stored delivery. Errors are *RetryLater when GitHub
@@ -162,21 +175,21 @@ func (h *Handler) pullRequest(ctx context.Context, id string, t Trigger, cfg *re
 			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", name, shortSHA(t.HeadSHA), name, ApproveVar, shortSHA(t.HeadSHA)))
 		return err
 	}
-	runID, err := h.Actions.Launch(ctx, Launch{
+	text, err := h.start(ctx, t, cfg, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
 		Workflow: name, Path: cfg.Workflows[name], Ref: t.HeadSHA, DefaultBranch: t.DefaultBranch, Actor: t.Sender, Key: id,
 		Context: prContext(t, t.PullRequest),
 	})
-	var user *LaunchError
-	if errors.As(err, &user) {
-		return h.reply(ctx, id, t,
-			fmt.Sprintf("workflow `%s` (on pull_request %s) could not start: %s", name, t.Action, user.Msg))
-	}
 	if err != nil {
 		return err
 	}
-	h.log().Info("run started", "run", runID, "workflow", name, "repo", t.Owner+"/"+t.Repo, "pr", t.PR, "action", t.Action)
-	return nil
+	if strings.HasPrefix(text, "started run") {
+		// A run the PR's own event started needs no reply: its status
+		// comment says it all.
+		h.log().Info("run started", "workflow", name, "repo", t.Owner+"/"+t.Repo, "pr", t.PR, "action", t.Action, "reply", text)
+		return nil
+	}
+	return h.reply(ctx, id, t, fmt.Sprintf("workflow `%s` (on pull_request %s): %s", name, t.Action, text))
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -478,8 +491,12 @@ func (h *Handler) cancel(ctx context.Context, t Trigger, c Command) (string, err
 		if r.Status.Terminal() {
 			return fmt.Sprintf("run `%s` already ended (%s).", r.ID, r.Status), nil
 		}
-		if !h.Actions.Cancel(r.ID) {
-			return fmt.Sprintf("run `%s` is not running in this server; it is %s.", r.ID, r.Status), nil
+		stopped, err := h.Actions.Cancel(ctx, r.ID, "cancelled by "+t.Sender+" on GitHub")
+		if err != nil {
+			return "", err
+		}
+		if !stopped {
+			return fmt.Sprintf("run `%s` is %s; there is nothing to cancel.", r.ID, r.Status), nil
 		}
 		return fmt.Sprintf("run `%s` cancelled.", r.ID), nil
 	}
@@ -534,29 +551,137 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is now %s. Read the new commits, then approve the head with `/iterion run %s %s=%s`.", Disarm(approved), shortSHA(head), name, ApproveVar, shortSHA(head)), nil
 		}
 	}
-	id, err := h.Actions.Launch(ctx, Launch{
+	return h.start(ctx, t, cfg, Launch{
 		InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
 		Workflow: name, Path: path, Ref: head, DefaultBranch: t.DefaultBranch, Vars: vars,
 		Context: prContext(t, pr), Actor: t.Sender, CommentID: t.CommentID, Key: key,
 	})
+}
+
+// start launches l under the PR's concurrency rule and returns the reply:
+// with another run of the PR active, queue (the default) keeps l until
+// the runs before it end, supersede cancels them, reject refuses l.
+func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, l Launch) (string, error) {
+	runs, err := h.prRuns(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	id := RunID(l.Owner, l.Repo, l.Key)
+	var active []*engine.Run
+	for _, r := range runs {
+		if r.ID == id {
+			// Asked again (a redelivery): it already started.
+			return fmt.Sprintf("started run `%s` of `%s` on %s.", id, l.Workflow, shortSHA(l.Ref)), nil
+		}
+		if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
+			active = append(active, r)
+		}
+	}
+	scope := PRScope(t.Owner+"/"+t.Repo, t.PR)
+	queued, err := h.Queue.QueuedLaunches(ctx, scope)
+	if err != nil {
+		return "", err
+	}
+	switch cfg.Concurrency {
+	case repoconfig.ConcurrencyReject:
+		if len(active) > 0 {
+			return fmt.Sprintf("nothing started: run `%s` of `%s` is still %s on this pull request, and %s allows one at a time (`concurrency: reject`). Cancel it with `/iterion cancel`, or ask again when it ends.",
+				active[0].ID, active[0].Workflow, active[0].Status, repoconfig.FileName), nil
+		}
+	case repoconfig.ConcurrencySupersede:
+		for _, r := range active {
+			if _, err := h.Actions.Cancel(ctx, r.ID, fmt.Sprintf("superseded by a newer run asked for by %s", l.Actor)); err != nil {
+				return "", err
+			}
+		}
+		for _, q := range queued {
+			if err := h.Queue.DropLaunch(ctx, scope, q.Key); err != nil {
+				return "", err
+			}
+		}
+	default:
+		if len(active) > 0 || len(queued) > 0 {
+			payload, err := json.Marshal(l)
+			if err != nil {
+				return "", err
+			}
+			pos, err := h.Queue.QueueLaunch(ctx, scope, l.Key, payload)
+			if err != nil {
+				return "", err
+			}
+			ahead := "the run before it ends"
+			if len(active) > 0 {
+				ahead = fmt.Sprintf("run `%s` ends", active[0].ID)
+			}
+			return fmt.Sprintf("queued `%s` on %s (position %d): it starts when %s, as %s asks (`concurrency: queue`).", l.Workflow, shortSHA(l.Ref), pos, ahead, repoconfig.FileName), nil
+		}
+	}
+	id, err = h.Actions.Launch(ctx, l)
 	if err != nil {
 		var user *LaunchError
 		if errors.As(err, &user) {
-			return fmt.Sprintf("could not start `%s`: %s", name, user.Msg), nil
+			return fmt.Sprintf("could not start `%s`: %s", l.Workflow, user.Msg), nil
 		}
 		return "", err
 	}
-	return fmt.Sprintf("started run `%s` of `%s` on %s.", id, name, shortSHA(pr.GetHead().GetSHA())), nil
+	msg := fmt.Sprintf("started run `%s` of `%s` on %s.", id, l.Workflow, shortSHA(l.Ref))
+	if cfg.Concurrency == repoconfig.ConcurrencySupersede && len(active) > 0 {
+		msg += fmt.Sprintf(" It supersedes run `%s`, cancelled.", active[0].ID)
+	}
+	return msg, nil
 }
 
-// ApproveVar is the argument of `/iterion run` that names the commit a
-// maintainer approves on a pull request from a fork.
-const ApproveVar = "approve"
-
-// isFork reports whether pr's head lives in another repository.
-func isFork(pr *gh.PullRequest) bool {
-	head := pr.GetHead().GetRepo().GetFullName()
-	return head != "" && !strings.EqualFold(head, pr.GetBase().GetRepo().GetFullName())
+// StartQueued starts the next run queued on the pull request of run, an
+// ended run, unless another of the PR's runs is still active. A queued
+// launch that cannot start is reported on the PR and the next is tried.
+// The relay calls it for each end of a PR run.
+func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
+	owner, repo, _ := strings.Cut(run.Trigger.Repo, "/")
+	t := Trigger{InstallationID: run.Trigger.Installation, Owner: owner, Repo: repo, PR: run.Trigger.PR}
+	scope := PRScope(run.Trigger.Repo, run.Trigger.PR)
+	for {
+		queued, err := h.Queue.QueuedLaunches(ctx, scope)
+		if err != nil || len(queued) == 0 {
+			return err
+		}
+		runs, err := h.prRuns(ctx, t)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
+				return nil // its end starts the next
+			}
+		}
+		next := queued[0]
+		var l Launch
+		if err := json.Unmarshal(next.Payload, &l); err != nil {
+			h.log().Error("a queued launch cannot be read; dropped", "pr", scope, "key", next.Key, "err", err)
+			if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
+				return err
+			}
+			continue
+		}
+		id, err := h.Actions.Launch(ctx, l)
+		var user *LaunchError
+		started := err == nil
+		if err != nil && !errors.As(err, &user) {
+			return err
+		}
+		text := fmt.Sprintf("@%s started queued run `%s` of `%s` on %s.", l.Actor, id, l.Workflow, shortSHA(l.Ref))
+		if !started {
+			text = fmt.Sprintf("@%s the queued run of `%s` could not start: %s", l.Actor, l.Workflow, user.Msg)
+		}
+		if _, err := h.Replies.Post(ctx, t.InstallationID, owner, repo, t.PR, "queued-"+l.Key, text); err != nil {
+			return err
+		}
+		if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
+			return err
+		}
+		if started {
+			return nil
+		}
+	}
 }
 
 // prContext is the PR's context vars; comment_body is the triggering
@@ -587,4 +712,14 @@ func shortSHA(s string) string {
 		return s[:7]
 	}
 	return s
+}
+
+// ApproveVar is the argument of `/iterion run` that names the commit a
+// maintainer approves on a pull request from a fork.
+const ApproveVar = "approve"
+
+// isFork reports whether pr's head lives in another repository.
+func isFork(pr *gh.PullRequest) bool {
+	head := pr.GetHead().GetRepo().GetFullName()
+	return head != "" && !strings.EqualFold(head, pr.GetBase().GetRepo().GetFullName())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ triggers:
   pull_request:
     opened: review
 answerers: [carol]
+concurrency: supersede
 `
 
 // fakeRuns holds runs and questions in memory and records what the
@@ -100,9 +102,16 @@ func (f *fakeRuns) Answer(_ context.Context, req engine.AnswerRequest) (*engine.
 	f.answers = append(f.answers, req)
 	return &engine.AnswerResult{}, nil
 }
-func (f *fakeRuns) Cancel(id string) bool {
+func (f *fakeRuns) Cancel(_ context.Context, id, reason string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.cancelled = append(f.cancelled, id)
-	return true
+	for _, r := range f.runs {
+		if r.ID == id {
+			r.Status = engine.StatusCancelled
+		}
+	}
+	return true, nil
 }
 func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	if l.Path == "workflows/fix.bot" {
@@ -159,7 +168,7 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 		},
 	}
 	cm, _ := newCommenter(client)
-	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm}, cs, runs
+	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t)}, cs, runs
 }
 
 // commentDelivery is the issue_comment delivery of body by sender.
@@ -431,5 +440,60 @@ func TestHandlerForkApproval(t *testing.T) {
 	}
 	if len(runs.launches) != 1 || len(runs.launches[0].Vars) != 0 {
 		t.Errorf("launches = %+v", runs.launches)
+	}
+}
+
+// A run asked for while another of the PR's runs is active waits for it
+// (queue), replaces it (supersede) or is refused (reject); a queued run
+// starts when the last active one ends, and a redelivered request is not
+// queued behind the run it started.
+func TestHandlerConcurrency(t *testing.T) {
+	base := strings.Replace(handlerConfig, "concurrency: supersede\n", "", 1)
+	ctx := context.Background()
+
+	h, cs, runs := newHandler(t, base) // queue, the default
+	for _, id := range []string{"d1", "d2", "d1"} {
+		if err := h.Handle(ctx, commentDelivery(t, id, "ana", "/iterion run review")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(runs.launches) != 0 || len(cs.comments) != 2 {
+		t.Fatalf("queue: %d launches, %d replies; want none started and two replies", len(runs.launches), len(cs.comments))
+	}
+	for i, want := range []string{"queued `review` on abc1234 (position 1): it starts when run `r1` ends", "(position 2)"} {
+		if !strings.Contains(cs.comments[i].GetBody(), want) {
+			t.Errorf("reply %d = %q, want %q", i, cs.comments[i].GetBody(), want)
+		}
+	}
+	// r1 ends: the first queued run starts, and only it.
+	runs.runs[0].Status = engine.StatusFinished
+	if err := h.StartQueued(ctx, runs.runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.launches) != 1 || runs.launches[0].Key != "d1-1" {
+		t.Fatalf("after r1 ended: launches %+v, want d1's", runs.launches)
+	}
+	if got := cs.comments[len(cs.comments)-1].GetBody(); !strings.HasPrefix(got, "@ana started queued run `run-1` of `review` on abc1234.") {
+		t.Errorf("queued start reply = %q", got)
+	}
+	runs.runs = append(runs.runs, &engine.Run{ID: "run-1", Status: engine.StatusRunning, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}})
+	if err := h.StartQueued(ctx, runs.runs[0]); err != nil || len(runs.launches) != 1 {
+		t.Fatalf("with run-1 active the next waits: %d launches, %v", len(runs.launches), err)
+	}
+
+	h, cs, runs = newHandler(t, base+"concurrency: reject\n")
+	if err := h.Handle(ctx, commentDelivery(t, "d1", "ana", "/iterion run review")); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.launches) != 0 || !strings.Contains(cs.comments[0].GetBody(), "nothing started: run `r1` of `review` is still running on this pull request") {
+		t.Errorf("reject: %d launches, reply %q", len(runs.launches), cs.comments[0].GetBody())
+	}
+
+	h, cs, runs = newHandler(t, handlerConfig) // supersede
+	if err := h.Handle(ctx, commentDelivery(t, "d1", "ana", "/iterion run review")); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.launches) != 1 || !slices.Equal(runs.cancelled, []string{"r1"}) || !strings.Contains(cs.comments[0].GetBody(), "It supersedes run `r1`, cancelled.") {
+		t.Errorf("supersede: launches %d, cancelled %v, reply %q", len(runs.launches), runs.cancelled, cs.comments[0].GetBody())
 	}
 }

@@ -26,6 +26,14 @@ const FileName = ".iterion.yml"
 // MaxSize bounds the file, which comes from repositories the bot does not own.
 const MaxSize = 256 << 10
 
+// Concurrency rules: what a run asked for on a PR does while another of
+// the PR's runs is active.
+const (
+	ConcurrencyQueue     = "queue"     // wait for the runs before it to end
+	ConcurrencySupersede = "supersede" // cancel them and start
+	ConcurrencyReject    = "reject"    // refuse to start
+)
+
 // Config is a repository's configuration.
 type Config struct {
 	// Workflows maps names to .bot files of the repository.
@@ -89,7 +97,7 @@ func (es Errors) Error() string {
 }
 
 var (
-	concurrencies = []string{"queue", "supersede", "reject"}
+	concurrencies = []string{ConcurrencyQueue, ConcurrencySupersede, ConcurrencyReject}
 	prActions     = []string{"opened", "synchronize", "reopened", "ready_for_review", "labeled"}
 )
 
@@ -105,7 +113,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	cfg := &Config{}
 	if len(root.Content) == 0 {
-		cfg.Concurrency = "queue"
+		cfg.Concurrency = ConcurrencyQueue
 		return cfg, nil
 	}
 	doc := root.Content[0]
@@ -151,7 +159,7 @@ func Parse(data []byte) (*Config, error) {
 		known([]string{"triggers", "pull_request", action}, name)
 	}
 	if cfg.Concurrency == "" {
-		cfg.Concurrency = "queue"
+		cfg.Concurrency = ConcurrencyQueue
 	} else if !slices.Contains(concurrencies, cfg.Concurrency) {
 		add([]string{"concurrency"}, "concurrency %q: use queue, supersede or reject", cfg.Concurrency)
 	}

@@ -94,7 +94,9 @@ func (a githubActions) Answer(ctx context.Context, req engine.AnswerRequest) (*e
 	return res, err
 }
 
-func (a githubActions) Cancel(runID string) bool { return a.o.engine.Cancel(runID) }
+func (a githubActions) Cancel(ctx context.Context, runID, reason string) (bool, error) {
+	return a.o.engine.Stop(ctx, runID, reason)
+}
 
 func (a githubActions) Launch(ctx context.Context, l ghbot.Launch) (string, error) {
 	return a.launch.Launch(ctx, l)
@@ -142,12 +144,14 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Runs:    o.db,
 		Actions: githubActions{o: o, launch: launcher, after: after, resumer: res},
 		Replies: commenter(app),
+		Queue:   o.db,
 		Log:     log,
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
 	rl := ghbot.NewRelay(o.db, h.Replies, log)
 	rl.Failpoint = failpoint()
+	rl.OnEnded = h.StartQueued
 	w.Failpoint = failpoint()
 	relay.Store(rl)
 
