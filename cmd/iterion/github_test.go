@@ -410,3 +410,91 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 		t.Errorf("%d refusals to bo, want 1", len(refusals))
 	}
 }
+
+// The issue's variants through the real server: hostile and broken
+// webhooks store nothing, a duplicate delivery has one effect, a command
+// in a code block is ignored, someone without write permission is told,
+// and a fork's PR runs only for the commit a maintainer approves.
+func TestServeGitHubVariants(t *testing.T) {
+	h := newGHHarness(t, map[string]string{
+		"workflows/review.bot": "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok\\\"}'\"\n  output: out\nworkflow w:\n  entry: t\n  t -> done\n",
+	})
+	h.start()
+	post := func(id, sig string, body []byte) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.base+"/webhooks/github", bytes.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-Hub-Signature-256", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	run := commentPayload(1, "ana", "/iterion run")
+	if code := post("bad-sig", fakegithub.Sign("not the secret", run), run); code != http.StatusUnauthorized {
+		t.Errorf("bad signature: %d, want 401", code)
+	}
+	big := bytes.Repeat([]byte(" "), 25<<20+1)
+	if code := post("big", fakegithub.Sign("whsec", big), big); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized: %d, want 413", code)
+	}
+	broken := []byte(`{"action": "created", "comment": `)
+	if code := post("broken", fakegithub.Sign("whsec", broken), broken); code != http.StatusBadRequest {
+		t.Errorf("malformed JSON: %d, want 400", code)
+	}
+	// None of them reached the store: the pending deliveries metric is 0
+	// and GitHub was not called.
+	if calls := h.fake.Calls(); len(calls) != 0 {
+		t.Errorf("refused webhooks called GitHub: %+v", calls)
+	}
+
+	// A duplicate delivery: one run, one reply.
+	c := h.fake.AddComment(7, "ana", "/iterion run")
+	payload := commentPayload(c.ID, "ana", "/iterion run")
+	h.deliver("dup", payload)
+	h.deliver("dup", payload)
+	runID := h.startedRun()
+	h.fake.WaitFor(30*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	// In a code block: ignored. Without permission: told so.
+	code := h.comment("ana", "To start one, write:\n```\n/iterion run\n```")
+	h.comment("bo", "/iterion run")
+	h.botComment("@bo `/iterion run` needs write permission on acme/app")
+	h.waitDeliveriesHandled()
+	if n := len(h.fake.BotComments(7, "started run")); n != 1 {
+		t.Errorf("%d 'started run' replies, want 1 (duplicate delivery)", n)
+	}
+	if n := len(h.fake.BotComments(7, fmt.Sprintf("iterion:delivery-c-%d ", code))); n != 0 || slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:eyes", code)) {
+		t.Errorf("the command in a code block was acted on")
+	}
+
+	// A fork: the maintainer approves the head by its SHA.
+	h.fake.PRs[7].HeadRepo = "mallory/app"
+	h.comment("ana", "/iterion run")
+	h.botComment("this pull request comes from a fork")
+	h.comment("ana", "/iterion run review approve="+h.head[:7])
+	h.fake.WaitFor(30*time.Second, "the approved run", func() bool { return len(h.fake.BotComments(7, "started run")) == 2 })
+}
+
+// waitDeliveriesHandled waits until serve has no delivery left to handle,
+// reading its metrics.
+func (h *ghHarness) waitDeliveriesHandled() {
+	h.t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for ; time.Now().Before(deadline); <-tick.C {
+		resp, err := http.Get(h.base + "/metrics")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "\niterion_deliveries_pending 0\n") {
+			return
+		}
+	}
+	h.t.Fatal("deliveries still pending after 30s")
+}
