@@ -339,10 +339,9 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 		cr := h.fake.CheckRuns()
 		return len(cr) == 2 && cr[1].Status == "completed" && cr[1].Conclusion == "success"
 	})
-	answered := h.botComment("**Question Q1**")
-	if !strings.Contains(answered.Body, "✅ Answered by `ana` via github:\n\n> Yes, the docs too") {
-		t.Errorf("the question comment does not say who answered:\n%s", answered.Body)
-	}
+	h.fake.WaitFor(30*time.Second, "the question comment to say who answered", func() bool {
+		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> Yes, the docs too")) == 1
+	})
 	// The agent read the PR head and received the answer.
 	var readme, await string
 	for _, req := range model.Requests() {
@@ -401,10 +400,7 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 		return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", answer.ID))
 	})
 	h.fake.WaitFor(60*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
-	q := h.botComment("**Question Q1**")
-	if !strings.Contains(q.Body, "Answered by `ana` via github:\n\n> release") {
-		t.Errorf("question comment:\n%s", q.Body)
-	}
+	h.botComment("Answered by `ana` via github:\n\n> release")
 	refusals := h.fake.BotComments(7, "@bo thank you, but only people with write permission")
 	if len(refusals) != 1 {
 		t.Errorf("%d refusals to bo, want 1", len(refusals))
@@ -497,4 +493,56 @@ func (h *ghHarness) waitDeliveriesHandled() {
 		}
 	}
 	h.t.Fatal("deliveries still pending after 30s")
+}
+
+// A human node's form is posted as a question; a reply quoting it with
+// `field: value` lines answers it and the paused run continues; a reply
+// with a wrong value is told what to fix and changes nothing.
+func TestServeGitHubHumanForm(t *testing.T) {
+	h := newGHHarness(t, map[string]string{"workflows/review.bot": `schema decision:
+  approved: bool
+  reason: string
+
+schema out:
+  text: string
+
+human approve:
+  instructions: "Ship the release?"
+  output: decision
+
+tool ship:
+  command: "printf '{\"text\": \"shipped\"}'"
+  output: out
+  publish: shipped
+
+workflow w:
+  entry: approve
+  approve -> ship when approved
+  approve -> fail
+  ship -> done
+`})
+	h.start()
+	h.comment("ana", "/iterion run")
+	runID := h.startedRun()
+	q := h.botComment("**Question Q1**")
+	for _, want := range []string{"> Ship the release?", "Fields:\n- `approved`: bool\n- `reason`: string", "with one `field: value` line per field", "The run is paused until this is answered."} {
+		if !strings.Contains(q.Body, want) {
+			t.Errorf("form comment lacks %q:\n%s", want, q.Body)
+		}
+	}
+	bad := h.comment("ana", "> **Question Q1**\n\napproved: perhaps\nreason: tests pass")
+	h.botComment(fmt.Sprintf("your answer to `Q1` was not taken: answer for \"approved\": \"perhaps\" is not a yes/no answer"))
+	if slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", bad)) {
+		t.Error("a refused answer got 👍")
+	}
+	good := h.comment("ana", "> **Question Q1**\n\napproved: yes\nreason: tests pass")
+	h.fake.WaitFor(30*time.Second, "👍 on the form's answer", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", good)) })
+	h.fake.WaitFor(30*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	h.fake.WaitFor(30*time.Second, "the form's comment to say who answered", func() bool {
+		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> approved: true\n> reason: tests pass")) == 1
+	})
+	h.fake.WaitFor(30*time.Second, "the final status", func() bool {
+		cs := h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "**Finished**") && strings.Contains(cs[0].Body, "shipped")
+	})
 }
