@@ -208,13 +208,9 @@ func classify(what string, resp *gh.Response, err error) error {
 		switch {
 		case resp.StatusCode == http.StatusTooManyRequests:
 			// go-github v62 does not map 429; read Retry-After here.
-			after := time.Minute
-			if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
-				after = time.Duration(s) * time.Second
-			}
-			return &RetryLater{After: after, Err: fmt.Errorf("%s: GitHub rate limit reached (429)", what)}
+			return &RetryLater{After: retryAfter(resp, time.Minute), Err: fmt.Errorf("%s: GitHub rate limit reached (429)", what)}
 		case resp.StatusCode >= 500:
-			return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("%s: GitHub answered %s", what, resp.Status)}
+			return &RetryLater{After: retryAfter(resp, 30*time.Second), Err: fmt.Errorf("%s: GitHub answered %s", what, resp.Status)}
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -225,4 +221,13 @@ func classify(what string, resp *gh.Response, err error) error {
 		return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// retryAfter is the wait a response's Retry-After header asks for, in
+// seconds, else def.
+func retryAfter(resp *gh.Response, def time.Duration) time.Duration {
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
 }

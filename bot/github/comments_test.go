@@ -183,6 +183,11 @@ func TestCommenterErrors(t *testing.T) {
 			http.Error(w, "unicorn", http.StatusBadGateway)
 			return true
 		}, 30 * time.Second, "502"},
+		{"outage with Retry-After", func(w http.ResponseWriter) bool {
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return true
+		}, 3 * time.Second, "503"},
 		{"refused body", func(w http.ResponseWriter) bool {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnprocessableEntity)

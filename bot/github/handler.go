@@ -412,8 +412,13 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 	}
 	if !ix.Pending() {
 		// The same answer met again (a comment both delivered and found by
-		// the start-up reconciliation) is taken, not refused.
-		if ix.Via == "github" && ix.AnsweredBy == t.Sender {
+		// the start-up reconciliation) is taken, not refused; a different
+		// one is not used, even from the same person.
+		same := strings.TrimSpace(text)
+		if labels := options(ix); len(labels) > 0 {
+			same = pickOption(same, labels)
+		}
+		if ix.Kind == engine.KindAsync && ix.Via == "github" && ix.AnsweredBy == t.Sender && ix.Answer() == same {
 			return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 		}
 		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(ix.AnsweredBy, "someone")), cmp.Or(ix.Via, "unknown")), nil

@@ -25,7 +25,7 @@ type prKey struct {
 
 // Reconcile applies the answers people wrote on pull requests while the
 // server was down (GitHub does not redeliver a webhook that failed): for
-// every pull request with a pending question posted on it, it reads the
+// every pull request with a pending question, it reads the
 // comments made since the oldest such question and handles those that
 // answer one, as if their webhooks had arrived. Questions answered in the
 // meantime are left alone; an answer also delivered normally is taken
@@ -46,7 +46,9 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		for _, ix := range ixs {
-			if !ix.Pending() || ix.Posts["github"] == "" {
+			// Posted or not yet recorded as posted (the relay may record it
+			// only after this start): comments since it was asked count.
+			if !ix.Pending() || ix.Kind == engine.KindAwait {
 				continue
 			}
 			k := prKey{t.Installation, t.Repo, t.PR}

@@ -118,11 +118,17 @@ func (h *ghHarness) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
+	logs := &lockedBuffer{}
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", h.store}, pw, io.Discard)
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", h.store}, pw, logs)
 		pw.Close()
 		done <- code
 	}()
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			h.t.Logf("serve's log:\n%s", logs.String())
+		}
+	})
 	h.base = listenAddr(h.t, pr)
 	stopped := false
 	stop = func() {
