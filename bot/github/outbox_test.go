@@ -241,3 +241,53 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// Progress reaches the status comment at most once per StatusEvery per
+// run; a run whose status did not change costs no edit.
+func TestRelayProgressPace(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	fake := fakegithub.New(t, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	run := &engine.Run{ID: "p-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+	if err := db.CreateRun(ctx, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	relay.now = func() time.Time { return clock }
+	relay.Drain(ctx) // run_started: the status comment
+	edits := func() int { return fake.BotComments(7, Marker("status-p-1"))[0].Edits }
+	base := edits()
+	step := func(node string) {
+		t.Helper()
+		if err := db.Commit(ctx, engine.Change{RunID: run.ID, Events: []engine.Event{
+			{Type: engine.EventNodeStarted, NodeID: node}, {Type: engine.EventNodeFinished, NodeID: node}}}); err != nil {
+			t.Fatal(err)
+		}
+		relay.Touch(run.ID)
+	}
+	step("a")
+	clock = clock.Add(time.Second)
+	relay.SyncTouched(ctx)
+	if edits() != base {
+		t.Fatalf("progress edited %d times within StatusEvery of the last sync", edits()-base)
+	}
+	step("b")
+	clock = clock.Add(relay.StatusEvery)
+	relay.SyncTouched(ctx)
+	if edits() != base+1 {
+		t.Fatalf("%d edits after StatusEvery, want 1", edits()-base)
+	}
+	if body := fake.BotComments(7, Marker("status-p-1"))[0].Body; !strings.Contains(body, "2 steps done") {
+		t.Errorf("status = %q, want the two steps", body)
+	}
+	// Touched without a change: nothing to edit.
+	relay.Touch(run.ID)
+	clock = clock.Add(relay.StatusEvery)
+	relay.SyncTouched(ctx)
+	if edits() != base+1 {
+		t.Errorf("an unchanged status was edited")
+	}
+}
