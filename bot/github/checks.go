@@ -38,22 +38,22 @@ const maxCheckText = 65535
 
 // EnsureCheckRun returns the id of the App's check run named name on sha
 // whose external id is externalID, creating it in state when there is
-// none: a check run created just before a crash is found again instead
-// of doubled.
-func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, owner, repo, sha, name, externalID string, state CheckState, out CheckOutput) (int64, error) {
+// none (created reports which): a check run created just before a crash
+// is found again instead of doubled.
+func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, owner, repo, sha, name, externalID string, state CheckState, out CheckOutput) (id int64, created bool, err error) {
 	client, err := c.Client(installationID)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(name), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
 		res, resp, err := client.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
 		if err != nil {
-			return 0, classify(fmt.Sprintf("listing the check runs of %s/%s@%s", owner, repo, shortSHA(sha)), resp, err)
+			return 0, false, classify(fmt.Sprintf("listing the check runs of %s/%s@%s", owner, repo, shortSHA(sha)), resp, err)
 		}
 		for _, cr := range res.CheckRuns {
 			if cr.GetExternalID() == externalID && cr.GetApp().GetID() != 0 {
-				return cr.GetID(), nil
+				return cr.GetID(), false, nil
 			}
 		}
 		if resp.NextPage == 0 {
@@ -62,7 +62,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 		opts.Page = resp.NextPage
 	}
 	if err := c.pace(ctx, installationID); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	create := gh.CreateCheckRunOptions{
 		Name: name, HeadSHA: sha, ExternalID: gh.String(externalID),
@@ -77,9 +77,9 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 	}
 	cr, resp, err := client.Checks.CreateCheckRun(ctx, owner, repo, create)
 	if err != nil {
-		return 0, classify(fmt.Sprintf("creating check run %q on %s/%s@%s", name, owner, repo, shortSHA(sha)), resp, err)
+		return 0, false, classify(fmt.Sprintf("creating check run %q on %s/%s@%s", name, owner, repo, shortSHA(sha)), resp, err)
 	}
-	return cr.GetID(), nil
+	return cr.GetID(), true, nil
 }
 
 // UpdateCheckRun sets check run id to state and out.

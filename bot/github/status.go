@@ -199,10 +199,11 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 		phase++
 		id = 0
 	}
+	created := false
 	if id == 0 {
 		var err error
 		ext := v.run.ID + "/" + strconv.FormatInt(phase, 10)
-		if id, err = r.Replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
+		if id, created, err = r.Replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
 			return err
 		}
 		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
@@ -212,10 +213,11 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 			return err
 		}
 	}
-	// Also for a check run just ensured: one found after a crash may be
-	// in an older state.
-	if err := r.Replies.UpdateCheckRun(ctx, t.Installation, owner, repo, id, name, want, out); err != nil {
-		return err
+	// A check run found after a crash may be in an older state.
+	if !created {
+		if err := r.Replies.UpdateCheckRun(ctx, t.Installation, owner, repo, id, name, want, out); err != nil {
+			return err
+		}
 	}
 	return r.Store.SetRunPost(ctx, v.run.ID, postCheckState, want.String())
 }
