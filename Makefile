@@ -18,9 +18,14 @@ fmt-check:
 build:
 	$(GO) build -o bin/iterion ./cmd/iterion
 
-# Longer fuzzing of the DSL front end (not part of make test).
+# Longer fuzzing of the parsers of hostile input (not part of make test).
 FUZZTIME ?= 5m
 fuzz:
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dsl/expr -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzParseComment$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/repoconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/iterion -run '^$$' -fuzz '^FuzzServeConfig$$' -fuzztime $(FUZZTIME)

@@ -137,7 +137,11 @@ func (h *Handler) act(ctx context.Context, id string, t Trigger) error {
 		return nil
 	}
 	if t.Reply != nil {
-		return h.reply(ctx, id, t, h.quoteReply(ctx, t, cfg))
+		text, err := h.quoteReply(ctx, t, cfg)
+		if err != nil {
+			return err
+		}
+		return h.reply(ctx, id, t, text)
 	}
 	// 👀 says the bot saw the commands, before the work they ask for.
 	if len(t.Commands) > 0 {
@@ -324,45 +328,34 @@ func notAnswerer(t Trigger) string {
 }
 
 // quoteReply answers the question a comment quotes, with the rest of the
-// comment as the answer. An accepted answer gets 👍 and no reply.
-func (h *Handler) quoteReply(ctx context.Context, t Trigger, cfg *repoconfig.Config) string {
+// comment as the answer, and returns the reply: none for an answer taken,
+// which gets 👍. Only failures of GitHub or the store are errors (the
+// worker retries the delivery).
+func (h *Handler) quoteReply(ctx context.Context, t Trigger, cfg *repoconfig.Config) (string, error) {
 	r := t.Reply
 	if len(r.Questions) > 1 {
 		var ids []string
 		for _, n := range r.Questions {
 			ids = append(ids, fmt.Sprintf("Q%d", n))
 		}
-		return fmt.Sprintf("your comment quotes several questions (%s), so I cannot tell which one it answers. Quote only one, or answer each with `/iterion answer %s <your answer>`.", strings.Join(ids, ", "), ids[0])
+		return fmt.Sprintf("your comment quotes several questions (%s), so I cannot tell which one it answers. Quote only one, or answer each with `/iterion answer %s <your answer>`.", strings.Join(ids, ", "), ids[0]), nil
 	}
 	qid := fmt.Sprintf("Q%d", r.Questions[0])
 	if r.Text == "" {
-		return fmt.Sprintf("your comment quotes question %s but holds no answer; write the answer below the quote.", qid)
+		return fmt.Sprintf("your comment quotes question %s but holds no answer; write the answer below the quote.", qid), nil
 	}
 	ok, err := h.Perms.CanWrite(ctx, t.InstallationID, t.Owner, t.Repo, t.Sender)
 	if err != nil {
-		return h.failed(err)
+		return "", err
 	}
 	if !ok && !slices.Contains(cfg.Answerers, t.Sender) {
-		return notAnswerer(t)
+		return notAnswerer(t), nil
 	}
 	text, err := h.answer(ctx, t, qid, r.Text)
 	if errors.Is(err, errAccepted) {
-		if err := h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "+1"); err != nil {
-			return h.failed(err)
-		}
-		return ""
+		return "", h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "+1")
 	}
-	if err != nil {
-		return h.failed(err)
-	}
-	return text
-}
-
-// failed logs err and says so; quote replies are answered even when
-// GitHub or the store fails midway, so nobody waits on a silent bot.
-func (h *Handler) failed(err error) string {
-	h.log().Error("answering a quote reply failed", "err", err)
-	return "something went wrong while recording your answer; please try again in a minute, or use `/iterion answer`."
+	return text, err
 }
 
 // errAccepted marks an answer taken: the caller reacts with 👍.

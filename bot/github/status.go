@@ -262,10 +262,10 @@ func renderStatus(v *view) string {
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", statusTitle(run.Status))
 	if a := run.Trigger.Actor; a != "" {
-		fmt.Fprintf(&b, "Started by `%s`.", Disarm(a))
+		fmt.Fprintf(&b, "Started by `%s`. ", Disarm(a))
 	}
 	done, current := progress(v.events)
-	fmt.Fprintf(&b, " %d step%s done", done, plural(done))
+	fmt.Fprintf(&b, "%d step%s done", done, plural(done))
 	if !run.Status.Terminal() && len(current) > 0 {
 		fmt.Fprintf(&b, "; now at %s", codeList(current, 3))
 	}

@@ -81,3 +81,19 @@ func BenchmarkCLIAnswerReleasesGate(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/release")
 }
+
+// BenchmarkServeGitHubCommandReply measures a PR comment's round trip
+// through serve on loopback: the signed webhook is stored and
+// acknowledged, the worker reads .iterion.yml, checks nothing further for
+// /iterion status, lists the PR's runs and replies; the clock stops when
+// the fake GitHub has the reply.
+func BenchmarkServeGitHubCommandReply(b *testing.B) {
+	h := newGHHarness(b, nil)
+	h.start()
+	b.ResetTimer()
+	for b.Loop() {
+		id := h.comment("ana", "/iterion status")
+		marker := fmt.Sprintf("<!-- iterion:delivery-c-%d -->", id)
+		h.fake.WaitFor(30*time.Second, "the reply", func() bool { return len(h.fake.BotComments(7, marker)) == 1 })
+	}
+}

@@ -56,7 +56,7 @@ func (twoQuestions) Execute(ctx context.Context, task *engine.Task) (*engine.Res
 }
 
 // child runs the program in a child process.
-func child(t *testing.T, failpoint string, args ...string) *exec.Cmd {
+func child(t testing.TB, failpoint string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ITERION_TEST_MAIN=1", "ITERION_FAILPOINT="+failpoint)

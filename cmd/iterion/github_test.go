@@ -33,7 +33,7 @@ import (
 // key, and a store directory. serve runs in this process (start) or as
 // the real program in a child process (startChild) for crash tests.
 type ghHarness struct {
-	t     *testing.T
+	t     testing.TB
 	fake  *fakegithub.Server
 	store string
 	env   []string
@@ -68,7 +68,7 @@ workflow review:
   review -> done
 `
 
-func newGHHarness(t *testing.T, files map[string]string) *ghHarness {
+func newGHHarness(t testing.TB, files map[string]string) *ghHarness {
 	t.Helper()
 	h := &ghHarness{t: t, fake: fakegithub.New(t, "acme", "app"), store: filepath.Join(t.TempDir(), "st")}
 	h.fake.Files[".iterion.yml"] = "workflows:\n  review: workflows/review.bot\ndefault_workflow: review\n"
@@ -184,7 +184,7 @@ func (h *ghHarness) startChild(failpoint string) (wait func() bool) {
 	return wait
 }
 
-func listenAddr(t *testing.T, r io.Reader) string {
+func listenAddr(t testing.TB, r io.Reader) string {
 	t.Helper()
 	sc := bufio.NewScanner(r)
 	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
