@@ -52,8 +52,9 @@ type Relay struct {
 	// (steps done): at most one per StatusEvery. State changes (a question,
 	// a pause, the end) come through the outbox and are shown at once.
 	StatusEvery time.Duration
-	// OnEnded, when set, is called once a PR run's end is shown (the
-	// handler's StartQueued); an error retries the row.
+	// OnEnded, when set, is called for each end of a PR run, before the
+	// end is shown (serve clears the workspace and starts the next queued
+	// run); an error retries the row.
 	OnEnded func(ctx context.Context, run *engine.Run) error
 	// Failpoint, when set, is called with FailOutboxPerformed after each
 	// row is performed, before it is marked done, for crash tests.
@@ -229,13 +230,12 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 			}
 		}
 	}
-	if err := r.syncNow(ctx, run.ID); err != nil {
-		return err
-	}
 	if r.OnEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
-		return r.OnEnded(ctx, run)
+		if err := r.OnEnded(ctx, run); err != nil {
+			return err
+		}
 	}
-	return nil
+	return r.syncNow(ctx, run.ID)
 }
 
 // postQuestion numbers a question on its PR, posts its comment and

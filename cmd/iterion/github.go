@@ -151,7 +151,10 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
 	rl := ghbot.NewRelay(o.db, h.Replies, log)
 	rl.Failpoint = failpoint()
-	rl.OnEnded = h.StartQueued
+	rl.OnEnded = func(ctx context.Context, run *engine.Run) error {
+		removeWorkspace(o, run, log)
+		return h.StartQueued(ctx, run)
+	}
 	w.Failpoint = failpoint()
 	relay.Store(rl)
 
@@ -199,6 +202,21 @@ func relayOnEvent(relay *atomic.Pointer[ghbot.Relay]) func(engine.Event) {
 			r.Wake()
 		case engine.EventNodeStarted, engine.EventNodeFinished, engine.EventRunResumed:
 			r.Touch(ev.RunID)
+		}
+	}
+}
+
+// removeWorkspace deletes the checkout of a GitHub run that is over for
+// good (finished, or failed without a way to resume); a run that may
+// still continue keeps it.
+func removeWorkspace(o *owner, run *engine.Run, log *slog.Logger) {
+	if run.Trigger.Source != "github" || (run.Status != engine.StatusFinished && run.Status != engine.StatusFailed) {
+		return
+	}
+	dir := workDirOf(o, run)
+	for _, p := range []string{dir, dir + ".bot"} {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("removing a finished run's workspace failed", "run", run.ID, "path", p, "err", err)
 		}
 	}
 }

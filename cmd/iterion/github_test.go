@@ -348,6 +348,13 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 	h.fake.WaitFor(30*time.Second, "the question comment to say who answered", func() bool {
 		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> Yes, the docs too")) == 1
 	})
+	// The finished run's checkout is gone; the store keeps its record.
+	ws := filepath.Join(h.store, "workspaces", runID)
+	for _, p := range []string{ws, ws + ".bot"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left after the run finished (%v)", p, err)
+		}
+	}
 	// The agent read the PR head and received the answer.
 	var readme, await string
 	for _, req := range model.Requests() {
