@@ -115,7 +115,9 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Acknowledged before the worker is woken: a delivery being handled
-	// has always been answered 202.
+	// has always been answered 202. The empty body's length is set so the
+	// flush sends the whole response at once, not a chunked stream.
+	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusAccepted)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
