@@ -192,7 +192,8 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 		return nil
 	}
 	name := "iterion / " + v.run.Workflow
-	out := CheckOutput{Title: statusTitle(v.run.Status), Summary: renderStatus(v), DetailsURL: v.posts[postStatusURL]}
+	title, _ := statusLook(v.run.Status)
+	out := CheckOutput{Title: title, Summary: renderStatus(v), DetailsURL: v.posts[postStatusURL]}
 	phase := max(atoi64(v.posts[postCheckPhase]), 1)
 	id := atoi64(v.posts[postCheckRun])
 	if id != 0 && strings.HasPrefix(have, "completed") {
@@ -222,32 +223,19 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	return r.Store.SetRunPost(ctx, v.run.ID, postCheckState, want.String())
 }
 
-func statusTitle(s engine.Status) string {
+// statusLook is how a status is shown: a title and its icon.
+func statusLook(s engine.Status) (title, icon string) {
 	switch s {
 	case engine.StatusPausedWaitingHuman:
-		return "Waiting for answers"
+		return "Waiting for answers", "⏸️"
 	case engine.StatusFinished:
-		return "Finished"
+		return "Finished", "✅"
 	case engine.StatusFailed, engine.StatusFailedResumable:
-		return "Failed"
+		return "Failed", "❌"
 	case engine.StatusCancelled:
-		return "Cancelled"
+		return "Cancelled", "⏹️"
 	}
-	return "Running"
-}
-
-func statusIcon(s engine.Status) string {
-	switch s {
-	case engine.StatusPausedWaitingHuman:
-		return "⏸️"
-	case engine.StatusFinished:
-		return "✅"
-	case engine.StatusFailed, engine.StatusFailedResumable:
-		return "❌"
-	case engine.StatusCancelled:
-		return "⏹️"
-	}
-	return "⏳"
+	return "Running", "⏳"
 }
 
 // renderStatus is the run's status comment. It holds nothing that
@@ -256,11 +244,12 @@ func statusIcon(s engine.Status) string {
 func renderStatus(v *view) string {
 	run := v.run
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", statusIcon(run.Status), run.ID, run.Workflow)
+	title, icon := statusLook(run.Status)
+	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", icon, run.ID, run.Workflow)
 	if sha := run.Trigger.HeadSHA; sha != "" {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
-	fmt.Fprintf(&b, " · **%s**\n\n", statusTitle(run.Status))
+	fmt.Fprintf(&b, " · **%s**\n\n", title)
 	if a := run.Trigger.Actor; a != "" {
 		fmt.Fprintf(&b, "Started by `%s`. ", Disarm(a))
 	}
