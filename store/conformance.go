@@ -36,6 +36,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) engine.Store) {
 		{"CommitInteractions", testCommitInteractions},
 		{"PostQuestion", testPostQuestion},
 		{"AsyncIDs", testAsyncIDs},
+		{"PostAgain", testPostAgain},
 		{"Pending", testPending},
 		{"Answer", testAnswer},
 		{"AnswerRefusals", testAnswerRefusals},
@@ -554,6 +555,43 @@ func testAsyncIDs(t *testing.T, s engine.Store) {
 	other := mustCreateRun(t, s, "r-ids-2", 0)
 	if ix := mustPost(t, s, other, "a", "q?"); ix.Seq != 1 {
 		t.Errorf("first question of another run: Seq=%d, want 1", ix.Seq)
+	}
+}
+
+// testPostAgain: a node that asks again what it has pending (it ran again
+// after a crash) gets its pending question back, with nothing new stored;
+// once answered, the same text is a new question.
+func testPostAgain(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	run := mustCreateRun(t, s, "r-again", 0, "github")
+	first := mustPost(t, s, run, "plan", "Which licence?")
+	again := mustPost(t, s, run, "plan", "Which licence?")
+	elsewhere := mustPost(t, s, run, "review", "Which licence?")
+	if again.ID != first.ID || !again.RequestedAt.Equal(first.RequestedAt) {
+		t.Errorf("asked again: %s, want the pending %s", again.ID, first.ID)
+	}
+	if elsewhere.ID == first.ID {
+		t.Errorf("another node's question took %s", first.ID)
+	}
+	if pending, _ := s.Pending(ctx, run.ID, "plan"); len(pending) != 1 {
+		t.Errorf("%d pending questions of plan, want 1", len(pending))
+	}
+	rows, err := s.DueOutbox(ctx, suiteTime(24*365*100), noLimit)
+	if err != nil {
+		t.Fatalf("DueOutbox: %v", err)
+	}
+	posted := 0
+	for _, r := range rows {
+		if r.RunID == run.ID && r.Kind == engine.OutboxQuestionPosted {
+			posted++
+		}
+	}
+	if posted != 2 {
+		t.Errorf("%d question_posted rows, want 2 (plan's once, review's)", posted)
+	}
+	mustAnswer(t, s, run.ID, first.ID, "MIT", "ana")
+	if later := mustPost(t, s, run, "plan", "Which licence?"); later.ID == first.ID || later.Seq != 2 {
+		t.Errorf("asked after the answer: %s (seq %d), want a new question", later.ID, later.Seq)
 	}
 }
 

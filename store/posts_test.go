@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -81,7 +82,7 @@ func TestShortIDsConcurrent(t *testing.T) {
 	const n = 20
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = mustPost(t, db, run, "plan", "q?").ID
+		ids[i] = mustPost(t, db, run, "plan", fmt.Sprintf("question %d?", i)).ID
 	}
 	got := make([]int, n)
 	var wg sync.WaitGroup

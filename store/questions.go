@@ -21,6 +21,11 @@ import (
 //   - a human_input_requested event {interaction_id, questions, async: true};
 //   - a question_posted outbox row when the run has channels.
 //
+// A question the node already has pending with the same text is returned
+// as it is, with nothing written: a node run again after a crash asks its
+// questions again, and people must not see (nor a gate wait for) them
+// twice.
+//
 // It fails with engine.ErrStaleOwner unless the run's generation is
 // q.Generation.
 func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.Interaction, error) {
@@ -37,6 +42,9 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			return err
 		}
 		if err := checkOwner(run, q.Generation); err != nil {
+			return err
+		}
+		if ix, err = pendingSame(txn, run.ID, q); err != nil || ix != nil {
 			return err
 		}
 		now := db.now()
@@ -85,6 +93,27 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 		return nil, fmt.Errorf("posting question of node %s in run %s: %w", q.NodeID, q.RunID, err)
 	}
 	return ix, nil
+}
+
+// pendingSame returns q's node's pending question with q's text, if any.
+func pendingSame(txn *tx, runID string, q engine.PostRequest) (*engine.Interaction, error) {
+	text, _ := q.Questions[engine.QuestionKey].(string)
+	var same *engine.Interaction
+	err := scan(txn, pendPrefix(runID), nil, func(_ []byte, p *pendingRecord) (bool, error) {
+		if p.NodeID != q.NodeID {
+			return true, nil
+		}
+		rec, err := getInteraction(txn, runID, p.InteractionID)
+		if err != nil {
+			return false, err
+		}
+		if rec.Kind == engine.KindAsync && rec.Question() == text {
+			same = rec.Interaction
+			return false, nil
+		}
+		return true, nil
+	})
+	return same, err
 }
 
 // Answer records the first answer to an async question, synced, in one

@@ -109,9 +109,11 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
+	asked := 0
 	post := func(s engine.Store, node string) *engine.Interaction {
 		t.Helper()
-		ix, err := s.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, Generation: owned.Generation, NodeID: node, Questions: map[string]any{engine.QuestionKey: "q?"}})
+		asked++
+		ix, err := s.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, Generation: owned.Generation, NodeID: node, Questions: map[string]any{engine.QuestionKey: fmt.Sprintf("question %d?", asked)}})
 		if err != nil {
 			t.Fatalf("PostQuestion: %v", err)
 		}
