@@ -143,6 +143,10 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
 	db.bdb = bdb
+	if err := db.indexPRRuns(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening store %s: indexing the runs of pull requests: %w", dir, err)
+	}
 	return db, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -177,6 +179,64 @@ func (db *DB) ShortIDs(ctx context.Context, scope, runID string) (map[string]int
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the question numbers of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// The runs of a pull request, indexed when a run is created.
+
+func prIndexPrefix(repo string, pr int) []byte {
+	return []byte("runpr/" + strings.ToLower(repo) + "#" + strconv.Itoa(pr) + "/")
+}
+
+// prIndexedKey marks a store whose runs from before the index are indexed.
+var prIndexedKey = []byte("meta/index/runpr")
+
+// putPRIndex indexes a run started from a pull request.
+func putPRIndex(txn *tx, run *engine.Run) error {
+	t := run.Trigger
+	if t.Repo == "" || t.PR == 0 {
+		return nil
+	}
+	return put(txn, append(prIndexPrefix(t.Repo, t.PR), run.ID...), ixRef{RunID: run.ID})
+}
+
+// indexPRRuns indexes, once per store, the runs created before the index
+// existed.
+func (db *DB) indexPRRuns() error {
+	return db.update(context.Background(), true, func(txn *tx) error {
+		if _, err := txn.Get(prIndexedKey); err == nil {
+			return nil
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		err := scan(txn, runPrefix, nil, func(_ []byte, run *engine.Run) (bool, error) {
+			return true, putPRIndex(txn, run)
+		})
+		if err != nil {
+			return err
+		}
+		return put(txn, prIndexedKey, counterRecord{N: 1})
+	})
+}
+
+// PRRuns returns the runs started from pull request pr of repo
+// ("owner/name", any case), in no particular order.
+func (db *DB) PRRuns(ctx context.Context, repo string, pr int) ([]*engine.Run, error) {
+	var out []*engine.Run
+	err := db.view(ctx, func(txn *tx) error {
+		out = nil
+		return scan(txn, prIndexPrefix(repo, pr), nil, func(_ []byte, ref *ixRef) (bool, error) {
+			run, err := getRun(txn, ref.RunID)
+			if err != nil {
+				return false, err
+			}
+			out = append(out, run)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs of %s#%d: %w", repo, pr, err)
 	}
 	return out, nil
 }

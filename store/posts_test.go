@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/iterion-bot/iterion/engine"
@@ -126,5 +127,58 @@ func TestRunPosts(t *testing.T) {
 	}
 	if err := db.SetRunPost(ctx, "r-none", "x", "1"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("SetRunPost on an unknown run: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestPRRuns(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	for _, r := range []*engine.Run{
+		{ID: "a", Trigger: engine.Trigger{Source: "github", Repo: "Acme/App", PR: 7}},
+		{ID: "b", Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}},
+		{ID: "c", Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 70}},
+		{ID: "d", Trigger: engine.Trigger{Source: "cli"}},
+	} {
+		if err := db.CreateRun(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func() []string {
+		t.Helper()
+		runs, err := db.PRRuns(ctx, "ACME/app", 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, ids()); diff != "" {
+		t.Errorf("PRRuns mismatch (-want +got):\n%s", diff)
+	}
+	// A store from before the index: its runs are indexed when opened.
+	err := db.bdb.Update(func(txn *badger.Txn) error {
+		for _, k := range []string{"runpr/acme/app#7/a", "runpr/acme/app#7/b", "meta/index/runpr"} {
+			if err := txn.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids()) != 0 {
+		t.Fatal("the index was not removed")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = newDB(t, dir, Options{SmallMemory: true})
+	if diff := cmp.Diff([]string{"a", "b"}, ids()); diff != "" {
+		t.Errorf("after reopening, PRRuns mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -37,6 +37,9 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 		if err := put(txn, runKey(r.ID), &r); err != nil {
 			return err
 		}
+		if err := putPRIndex(txn, &r); err != nil {
+			return err
+		}
 		if err := appendEvents(txn, r.ID, events, now); err != nil {
 			return err
 		}

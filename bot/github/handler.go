@@ -22,6 +22,8 @@ import (
 // RunIndex is what the handler reads of runs and their questions.
 type RunIndex interface {
 	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
+	// PRRuns returns the runs started from a pull request.
+	PRRuns(ctx context.Context, repo string, pr int) ([]*engine.Run, error)
 	Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error)
 	Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error)
 	// ShortRef maps a pull request's short question number (Q3) to its
@@ -263,14 +265,13 @@ func (h *Handler) command(ctx context.Context, t Trigger, cfg *repoconfig.Config
 
 // prRuns returns the runs started for t's pull request, newest first.
 func (h *Handler) prRuns(ctx context.Context, t Trigger) ([]*engine.Run, error) {
-	all, err := h.Runs.Runs(ctx, engine.RunFilter{})
+	all, err := h.Runs.PRRuns(ctx, t.Owner+"/"+t.Repo, t.PR)
 	if err != nil {
 		return nil, err
 	}
-	repo := t.Owner + "/" + t.Repo
 	var runs []*engine.Run
 	for _, r := range all {
-		if r.Trigger.Source == "github" && strings.EqualFold(r.Trigger.Repo, repo) && r.Trigger.PR == t.PR {
+		if r.Trigger.Source == "github" {
 			runs = append(runs, r)
 		}
 	}

@@ -44,6 +44,15 @@ type fakeRuns struct {
 }
 
 func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error) { return f.runs, nil }
+func (f *fakeRuns) PRRuns(_ context.Context, repo string, pr int) ([]*engine.Run, error) {
+	var out []*engine.Run
+	for _, r := range f.runs {
+		if strings.EqualFold(r.Trigger.Repo, repo) && r.Trigger.PR == pr {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
 func (f *fakeRuns) Interaction(_ context.Context, runID, id string) (*engine.Interaction, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
