@@ -872,3 +872,31 @@ func TestStopPausedRun(t *testing.T) {
 		t.Errorf("Stop of a cancelled run = %v, %v; want false, nil", stopped, err)
 	}
 }
+
+// A Cancel that reaches a resume before it runs a node is recorded (the
+// run ends cancelled, not running); an answer's resume (OnlyPaused) does
+// not revive a run cancelled meanwhile.
+func TestCancelDuringResume(t *testing.T) {
+	src := "human approve:\n  instructions: \"ok?\"\ncompute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: approve\n  approve -> c\n  c -> done\n"
+	w := mustCompile(t, src)
+	ctx := context.Background()
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run, err := e.Start(ctx, engine.StartRequest{Workflow: w, WorkDir: t.TempDir()})
+	if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("start: %v %+v", err, run)
+	}
+	cancelled := false
+	got, err := e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, WorkDir: t.TempDir(), Answers: map[string]string{},
+		Recorded: func() { cancelled = e.Cancel(run.ID) }})
+	if err != nil || !cancelled {
+		t.Fatalf("resume: %v, cancel reached it: %v", err, cancelled)
+	}
+	if got.Status != engine.StatusCancelled {
+		t.Errorf("run after a cancel before its first node: %s, want cancelled", got.Status)
+	}
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, WorkDir: t.TempDir(), OnlyPaused: true})
+	if !errors.Is(err, engine.ErrNotPaused) {
+		t.Errorf("OnlyPaused resume of a cancelled run: %v, want ErrNotPaused", err)
+	}
+}

@@ -53,7 +53,9 @@ var errPaused = errors.New("run paused")
 // drive executes a run from its checkpoint until it stops, and returns the
 // run as stored.
 func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string) (*Run, error) {
-	acquired, err := e.store.Acquire(ctx, run.ID, e.owner)
+	// Taken even when ctx is already cancelled, so the loop below records
+	// the cancellation.
+	acquired, err := e.store.Acquire(context.WithoutCancel(ctx), run.ID, e.owner)
 	if err != nil {
 		return nil, fmt.Errorf("taking run %s: %w", run.ID, err)
 	}
@@ -80,9 +82,9 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		next := rs.ck.Node
 		switch next {
 		case dsl.TargetDone:
-			return rs.finish(ctx, StatusFinished, "", "")
+			return rs.finish(context.WithoutCancel(ctx), StatusFinished, "", "")
 		case dsl.TargetFail:
-			return rs.finish(ctx, StatusFailed, CodeFailNode, "workflow reached fail node")
+			return rs.finish(context.WithoutCancel(ctx), StatusFailed, CodeFailNode, "workflow reached fail node")
 		}
 		if ctx.Err() != nil {
 			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, "run cancelled")

@@ -73,6 +73,10 @@ type ResumeRequest struct {
 	WorkDir string
 	// By and Via record who answered.
 	By, Via string
+	// OnlyPaused resumes the run only if it is still paused for a human
+	// (an answer's resume must not revive a run cancelled meanwhile);
+	// otherwise Resume fails with ErrNotPaused.
+	OnlyPaused bool
 	// Recorded, when set, is called once the answers are stored and the
 	// run is marked running again, before it executes: a caller resuming in
 	// the background learns that the answers were taken (or, from Resume's
@@ -93,16 +97,39 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if !run.Status.Resumable() && run.Status != StatusRunning {
 		return nil, fmt.Errorf("run %s is %s and cannot be resumed", run.ID, run.Status)
 	}
+	// The run counts as executing from here: a second resume is refused
+	// and Cancel reaches it even before it runs a node.
 	e.mu.Lock()
-	_, executing := e.running[run.ID]
-	e.mu.Unlock()
-	if executing {
+	if _, executing := e.running[run.ID]; executing {
+		e.mu.Unlock()
 		return nil, fmt.Errorf("run %s is executing in this process", run.ID)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.running[run.ID] = cancel
+	e.mu.Unlock()
+	handed := false
+	defer func() {
+		if !handed {
+			e.mu.Lock()
+			delete(e.running, run.ID)
+			e.mu.Unlock()
+		}
+	}()
+	// Until the run executes, a Cancel only marks ctx: the steps below
+	// finish (they are short), and drive records the cancellation. The run
+	// is read again, as a Stop may have landed before it was registered.
+	sctx := context.WithoutCancel(ctx)
+	if run, err = e.store.Run(sctx, req.RunID); err != nil {
+		return nil, fmt.Errorf("resuming run %s: %w", req.RunID, err)
+	}
+	if req.OnlyPaused && run.Status != StatusPausedWaitingHuman {
+		return nil, fmt.Errorf("run %s is %s, no longer paused: %w", run.ID, run.Status, ErrNotPaused)
 	}
 	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
 		return nil, fmt.Errorf("the workflow file changed since run %s started: resume with --force to run the new version", run.ID)
 	}
-	raw, err := e.store.Checkpoint(ctx, run.ID)
+	raw, err := e.store.Checkpoint(sctx, run.ID)
 	if err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
@@ -113,17 +140,18 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	if run.Status == StatusPausedWaitingHuman && ck.Pause != nil {
-		if err := e.answerPause(ctx, req, run, ck); err != nil {
+		if err := e.answerPause(sctx, req, run, ck); err != nil {
 			return nil, err
 		}
 	}
 	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
-	if err := e.store.Commit(ctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
+	if err := e.store.Commit(sctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	if req.Recorded != nil {
 		req.Recorded()
 	}
+	handed = true
 	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
 }
 

@@ -266,7 +266,7 @@ func (rs *resumer) released(ctx context.Context, res *engine.AnswerResult) bool 
 	}
 	rs.runs.wg.Go(func() {
 		defer release()
-		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer"}); err != nil {
+		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer", OnlyPaused: true}); err != nil {
 			rs.log.Error("resuming a released run failed", "run", runID, "err", err)
 		}
 	})
@@ -304,7 +304,7 @@ func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers 
 	rs.runs.wg.Go(func() {
 		defer release()
 		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
-			Workflow: w, RunID: runID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true,
+			Workflow: w, RunID: runID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, OnlyPaused: true,
 			Recorded: func() { close(recorded) },
 		})
 		errc <- err
