@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,15 +63,18 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b prKey) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	// One pull request GitHub refuses (a revoked installation, a deleted
+	// repository) does not keep the others' answers out.
 	applied := 0
+	var errs []error
 	for _, k := range keys {
 		n, err := h.reconcilePR(ctx, k, since[k].Add(-reconcileSlack))
 		applied += n
 		if err != nil {
-			return applied, err
+			errs = append(errs, fmt.Errorf("%s#%d: %w", k.repo, k.pr, err))
 		}
 	}
-	return applied, nil
+	return applied, errors.Join(errs...)
 }
 
 // reconcilePR handles the answers among the comments on one pull request

@@ -162,15 +162,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	wg.Go(func() { w.Run(ctx) })
 	wg.Go(func() { rl.Run(ctx) })
 	// Answers written on PRs while this server was down.
-	wg.Go(func() {
-		n, err := h.Reconcile(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Error("applying the answers written while the server was down failed", "applied", n, "err", err)
-		case n > 0:
-			log.Info("applied answers written on pull requests while the server was down", "comments", n)
-		}
-	})
+	wg.Go(func() { reconcile(ctx, h, log) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
@@ -202,6 +194,35 @@ func relayOnEvent(relay *atomic.Pointer[ghbot.Relay]) func(engine.Event) {
 			r.Wake()
 		case engine.EventNodeStarted, engine.EventNodeFinished, engine.EventRunResumed:
 			r.Touch(ev.RunID)
+		}
+	}
+}
+
+// reconcile applies the answers written on pull requests while the server
+// was down, trying again while GitHub asks for patience (a comment already
+// applied is not applied twice).
+func reconcile(ctx context.Context, h *ghbot.Handler, log *slog.Logger) {
+	for attempt := 1; ; attempt++ {
+		n, err := h.Reconcile(ctx)
+		if n > 0 {
+			log.Info("applied answers written on pull requests while the server was down", "comments", n)
+		}
+		var later *ghbot.RetryLater
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return
+		case errors.As(err, &later) && attempt < 5:
+			log.Warn("reading the answers written while the server was down is postponed", "retry_in", later.After, "err", err)
+			t := time.NewTimer(later.After)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		default:
+			log.Error("applying the answers written while the server was down failed", "err", err)
+			return
 		}
 	}
 }
