@@ -94,13 +94,34 @@ func (a *App) CanWrite(ctx context.Context, installationID int64, owner, repo, u
 	if err != nil {
 		return false, err
 	}
-	perm, _, err := c.Repositories.GetPermissionLevel(ctx, owner, repo, user)
+	perm, resp, err := c.Repositories.GetPermissionLevel(ctx, owner, repo, user)
 	if err != nil {
-		return false, fmt.Errorf("checking %s's permission on %s/%s: %w", user, owner, repo, err)
+		// Rate limits and outages retry the delivery instead of failing it.
+		return false, classify(fmt.Sprintf("checking %s's permission on %s/%s", user, owner, repo), resp, err)
 	}
 	switch perm.GetPermission() {
 	case "admin", "maintain", "write":
 		return true, nil
 	}
 	return false, nil
+}
+
+// Login returns the login the App comments under ("<slug>[bot]"), asked
+// of the API as the App.
+func (a *App) Login(ctx context.Context) (string, error) {
+	tr, err := ghinstallation.NewAppsTransport(a.rt, a.id, a.key)
+	if err != nil {
+		return "", err
+	}
+	tr.BaseURL = strings.TrimRight(a.baseURL, "/")
+	c := gh.NewClient(&http.Client{Transport: tr})
+	c.BaseURL, _ = url.Parse(a.baseURL)
+	app, resp, err := c.Apps.Get(ctx, "")
+	if err != nil {
+		return "", classify("reading the App's own record", resp, err)
+	}
+	if app.GetSlug() == "" {
+		return "", fmt.Errorf("GitHub returned no slug for App %d", a.id)
+	}
+	return app.GetSlug() + "[bot]", nil
 }

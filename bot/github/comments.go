@@ -43,6 +43,9 @@ func (e *RetryLater) Unwrap() error { return e.Err }
 type Commenter struct {
 	Client func(installationID int64) (*gh.Client, error)
 	Pace   time.Duration
+	// Login is the App's own login ("<slug>[bot]"); when set, only its
+	// comments are taken for the bot's (App.Login says it).
+	Login string
 	// wait sleeps for d or until ctx ends; tests replace it to record the
 	// pacing instead of sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -71,9 +74,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Marker is the hidden line that identifies the comment of outbox key.
 func Marker(key string) string { return "<!-- iterion:" + key + " -->" }
 
-// CommentBody returns body with key's marker, cut to MaxCommentBytes on a
-// character boundary.
+// CommentBody returns body with key's marker as its last line, cut to
+// MaxCommentBytes on a character boundary. HTML comments in body are
+// broken (a zero-width space after "<"), so words the bot echoes cannot
+// carry a marker, or hide text.
 func CommentBody(key, body string) string {
+	body = strings.ReplaceAll(body, "<!--", "<\u200b!--")
 	marker := "\n\n" + Marker(key)
 	if len(body)+len(marker) <= MaxCommentBytes {
 		return body + marker
@@ -160,8 +166,9 @@ func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo str
 		}
 		for _, cm := range cms {
 			// Anyone can write a marker; only the App's own comments count,
-			// or a guessed key would silence the bot.
-			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), marker) {
+			// with the marker as their last line, or a guessed key would
+			// silence the bot.
+			if c.ours(cm) && strings.HasSuffix(strings.TrimRight(cm.GetBody(), "\n"), "\n\n"+marker) {
 				return cm, nil
 			}
 		}
@@ -170,6 +177,15 @@ func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo str
 		}
 		opts.Page = resp.NextPage
 	}
+}
+
+// ours reports whether cm was written by the App: by its login when
+// known, else by any bot account.
+func (c *Commenter) ours(cm *gh.IssueComment) bool {
+	if c.Login != "" {
+		return strings.EqualFold(cm.GetUser().GetLogin(), c.Login)
+	}
+	return cm.GetUser().GetType() == "Bot"
 }
 
 // pace holds a write to an installation until Pace after the previous one.

@@ -95,10 +95,16 @@ func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Cl
 
 func newCommenter(c *gh.Client) (*Commenter, *[]time.Duration) {
 	var waits []time.Duration
+	var mu sync.Mutex
 	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	cm.now = func() time.Time { return now }
-	cm.wait = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	cm.wait = func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		waits = append(waits, d)
+		return nil
+	}
 	return cm, &waits
 }
 

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	gh "github.com/google/go-github/v62/github"
 
@@ -88,6 +90,10 @@ type Handler struct {
 	// .iterion.yml's concurrency: queue.
 	Queue LaunchQueue
 	Log   *slog.Logger
+
+	mu       sync.Mutex
+	prLocks  map[string]*sync.Mutex
+	starting map[string]map[string]starting // PR scope → run id → launched here
 }
 
 // LaunchQueue is the store's per-PR queue of launches.
@@ -178,7 +184,7 @@ func (h *Handler) pullRequest(ctx context.Context, id string, t Trigger, cfg *re
 	}
 	if t.Fork {
 		_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "fork-"+t.HeadSHA,
-			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", name, shortSHA(t.HeadSHA), name, ApproveVar, shortSHA(t.HeadSHA)))
+			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", name, shortSHA(t.HeadSHA), name, ApproveVar, t.HeadSHA))
 		return err
 	}
 	text, err := h.start(ctx, t, cfg, Launch{
@@ -211,8 +217,15 @@ func (h *Handler) reply(ctx context.Context, id string, t Trigger, text string) 
 	if text == "" {
 		return nil
 	}
+	// A comment's reply is keyed by the comment, so the same comment met
+	// again (redelivered, or read back at start-up) is answered once.
 	key := "delivery-" + id
-	body := fmt.Sprintf("@%s %s", t.Sender, text)
+	if t.CommentID != 0 {
+		key = fmt.Sprintf("comment-%d", t.CommentID)
+	}
+	// The words are ours, but they echo what the commenter wrote (a
+	// command's arguments, a suggestion): none may mention anyone.
+	body := fmt.Sprintf("@%s %s", t.Sender, Disarm(text))
 	_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, key, body)
 	return err
 }
@@ -543,11 +556,12 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 	if isFork(pr) {
 		// The approval is for the commit the maintainer read: code pushed
 		// after it does not run on the strength of it.
+		// The whole SHA: a prefix can be matched by a commit made for it.
 		switch {
 		case approved == "":
-			return fmt.Sprintf("this pull request comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at %s, start the run with:\n\n```\n/iterion run %s %s=%s\n```", shortSHA(head), name, ApproveVar, shortSHA(head)), nil
-		case len(approved) < 7 || !strings.HasPrefix(head, strings.ToLower(approved)):
-			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is now %s. Read the new commits, then approve the head with `/iterion run %s %s=%s`.", Disarm(approved), shortSHA(head), name, ApproveVar, shortSHA(head)), nil
+			return fmt.Sprintf("this pull request comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at %s, start the run with:\n\n```\n/iterion run %s %s=%s\n```", shortSHA(head), name, ApproveVar, head), nil
+		case !strings.EqualFold(head, approved):
+			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is `%s` (approve it by its full SHA). Read the commits up to it, then start the run with `/iterion run %s %s=%s`.", approved, head, name, ApproveVar, head), nil
 		}
 	}
 	return h.start(ctx, t, cfg, Launch{
@@ -559,27 +573,36 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 
 // start launches l under the PR's concurrency rule and returns the reply:
 // with another run of the PR active, queue (the default) keeps l until
-// the runs before it end, supersede cancels them, reject refuses l.
+// the runs before it end, supersede cancels them, reject refuses l. One
+// request at a time per PR decides, so two arriving together cannot both
+// find the PR idle.
 func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, l Launch) (string, error) {
-	runs, err := h.prRuns(ctx, t)
+	scope := PRScope(t.Owner+"/"+t.Repo, t.PR)
+	defer h.lockPR(scope)()
+	id := RunID(l.Owner, l.Repo, l.Key)
+	active, seen, err := h.active(ctx, t, scope)
 	if err != nil {
 		return "", err
 	}
-	id := RunID(l.Owner, l.Repo, l.Key)
-	var active []*engine.Run
-	for _, r := range runs {
-		if r.ID == id {
-			// Asked again (a redelivery): it already started.
-			return fmt.Sprintf("started run `%s` of `%s` on %s.", id, l.Workflow, shortSHA(l.Ref)), nil
-		}
-		if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
-			active = append(active, r)
-		}
+	if seen[id] {
+		// Asked again (a redelivery): it already started.
+		return fmt.Sprintf("started run `%s` of `%s` on %s.", id, l.Workflow, shortSHA(l.Ref)), nil
 	}
-	scope := PRScope(t.Owner+"/"+t.Repo, t.PR)
 	queued, err := h.Queue.QueuedLaunches(ctx, scope)
 	if err != nil {
 		return "", err
+	}
+	if len(active) == 0 && len(queued) > 0 {
+		// A queue whose turn came while nothing was there to start it.
+		if err := h.startNext(ctx, t, scope); err != nil {
+			return "", err
+		}
+		if active, _, err = h.active(ctx, t, scope); err != nil {
+			return "", err
+		}
+		if queued, err = h.Queue.QueuedLaunches(ctx, scope); err != nil {
+			return "", err
+		}
 	}
 	switch cfg.Concurrency {
 	case repoconfig.ConcurrencyReject:
@@ -594,7 +617,7 @@ func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, 
 			}
 		}
 		for _, q := range queued {
-			if err := h.Queue.DropLaunch(ctx, scope, q.Key); err != nil {
+			if err := h.dropQueued(ctx, t, scope, q, fmt.Sprintf("a newer run asked for by %s superseded it", l.Actor)); err != nil {
 				return "", err
 			}
 		}
@@ -615,7 +638,7 @@ func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, 
 			return fmt.Sprintf("queued `%s` on %s (position %d): it starts when %s, as %s asks (`concurrency: queue`).", l.Workflow, shortSHA(l.Ref), pos, ahead, repoconfig.FileName), nil
 		}
 	}
-	id, err = h.Actions.Launch(ctx, l)
+	id, err = h.launch(ctx, scope, l)
 	if err != nil {
 		var user *LaunchError
 		if errors.As(err, &user) {
@@ -630,27 +653,105 @@ func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, 
 	return msg, nil
 }
 
+// lockPR serializes the decisions about one PR's runs; it returns the
+// unlock.
+func (h *Handler) lockPR(scope string) func() {
+	h.mu.Lock()
+	if h.prLocks == nil {
+		h.prLocks = map[string]*sync.Mutex{}
+	}
+	m, ok := h.prLocks[scope]
+	if !ok {
+		m = &sync.Mutex{}
+		h.prLocks[scope] = m
+	}
+	h.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// starting is a run this process launched whose record may not be
+// written yet (the run is created in the background).
+type starting struct {
+	workflow string
+	at       time.Time
+}
+
+// startingFor is how long a launched run counts as active before its
+// record shows up; a launch that never creates its run is forgotten then.
+const startingFor = 5 * time.Minute
+
+// launch starts l and notes the run as starting on its PR.
+func (h *Handler) launch(ctx context.Context, scope string, l Launch) (string, error) {
+	id, err := h.Actions.Launch(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	if h.starting == nil {
+		h.starting = map[string]map[string]starting{}
+	}
+	if h.starting[scope] == nil {
+		h.starting[scope] = map[string]starting{}
+	}
+	h.starting[scope][id] = starting{workflow: l.Workflow, at: time.Now()}
+	h.mu.Unlock()
+	return id, nil
+}
+
+// active returns the PR's runs that are running or waiting for answers,
+// newest first, with the runs launched here whose records are not written
+// yet; seen holds every run id of the PR.
+func (h *Handler) active(ctx context.Context, t Trigger, scope string) (active []*engine.Run, seen map[string]bool, err error) {
+	runs, err := h.prRuns(ctx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen = map[string]bool{}
+	for _, r := range runs {
+		seen[r.ID] = true
+		if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
+			active = append(active, r)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, s := range h.starting[scope] {
+		switch {
+		case seen[id] || time.Since(s.at) > startingFor:
+			delete(h.starting[scope], id)
+		default:
+			seen[id] = true
+			active = append(active, &engine.Run{ID: id, Workflow: s.workflow, Status: "starting"})
+		}
+	}
+	return active, seen, nil
+}
+
 // StartQueued starts the next run queued on the pull request of run, an
-// ended run, unless another of the PR's runs is still active. A queued
-// launch that cannot start is reported on the PR and the next is tried.
-// The relay calls it for each end of a PR run.
+// ended run, unless another of the PR's runs is still active. The relay
+// calls it for each end of a PR run.
 func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
 	owner, repo, _ := strings.Cut(run.Trigger.Repo, "/")
 	t := Trigger{InstallationID: run.Trigger.Installation, Owner: owner, Repo: repo, PR: run.Trigger.PR}
 	scope := PRScope(run.Trigger.Repo, run.Trigger.PR)
+	defer h.lockPR(scope)()
+	return h.startNext(ctx, t, scope)
+}
+
+// startNext starts the oldest queued launch of the PR when none of its
+// runs is active. A launch that cannot start is reported to whoever asked
+// for it and dropped, and the next is tried; only GitHub's "later" is an
+// error. The caller holds the PR's lock.
+func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error {
 	for {
 		queued, err := h.Queue.QueuedLaunches(ctx, scope)
 		if err != nil || len(queued) == 0 {
 			return err
 		}
-		runs, err := h.prRuns(ctx, t)
-		if err != nil {
-			return err
-		}
-		for _, r := range runs {
-			if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
-				return nil // its end starts the next
-			}
+		active, _, err := h.active(ctx, t, scope)
+		if err != nil || len(active) > 0 {
+			return err // the end of the active run starts the next
 		}
 		next := queued[0]
 		var l Launch
@@ -661,26 +762,42 @@ func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
 			}
 			continue
 		}
-		id, err := h.Actions.Launch(ctx, l)
-		var user *LaunchError
-		started := err == nil
-		if err != nil && !errors.As(err, &user) {
+		id, err := h.launch(ctx, scope, l)
+		var later *RetryLater
+		if errors.As(err, &later) {
 			return err
+		}
+		if err != nil {
+			var user *LaunchError
+			reason := "something went wrong; ask again with `/iterion run`"
+			if errors.As(err, &user) {
+				reason = user.Msg
+			} else {
+				h.log().Error("starting a queued run failed", "pr", scope, "key", next.Key, "err", err)
+			}
+			if err := h.dropQueued(ctx, t, scope, next, "it could not start: "+reason); err != nil {
+				return err
+			}
+			continue
 		}
 		text := fmt.Sprintf("@%s started queued run `%s` of `%s` on %s.", l.Actor, id, l.Workflow, shortSHA(l.Ref))
-		if !started {
-			text = fmt.Sprintf("@%s the queued run of `%s` could not start: %s", l.Actor, l.Workflow, user.Msg)
-		}
-		if _, err := h.Replies.Post(ctx, t.InstallationID, owner, repo, t.PR, "queued-"+l.Key, text); err != nil {
+		if _, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "queued-"+l.Key, text); err != nil {
 			return err
 		}
-		if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
+		return h.Queue.DropLaunch(ctx, scope, next.Key)
+	}
+}
+
+// dropQueued removes a queued launch and tells whoever asked for it why.
+func (h *Handler) dropQueued(ctx context.Context, t Trigger, scope string, q store.QueuedLaunch, why string) error {
+	var l Launch
+	if err := json.Unmarshal(q.Payload, &l); err == nil && l.Actor != "" {
+		text := fmt.Sprintf("@%s the queued run of `%s` was dropped: %s", l.Actor, l.Workflow, Disarm(why))
+		if _, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "queued-"+q.Key, text); err != nil {
 			return err
-		}
-		if started {
-			return nil
 		}
 	}
+	return h.Queue.DropLaunch(ctx, scope, q.Key)
 }
 
 // prContext is the PR's context vars; comment_body is the triggering
@@ -717,8 +834,9 @@ func shortSHA(s string) string {
 // maintainer approves on a pull request from a fork.
 const ApproveVar = "approve"
 
-// isFork reports whether pr's head lives in another repository.
+// isFork reports whether pr's head lives in another repository; a head
+// whose repository is gone (a deleted fork) counts as one.
 func isFork(pr *gh.PullRequest) bool {
 	head := pr.GetHead().GetRepo().GetFullName()
-	return head != "" && !strings.EqualFold(head, pr.GetBase().GetRepo().GetFullName())
+	return head == "" || !strings.EqualFold(head, pr.GetBase().GetRepo().GetFullName())
 }

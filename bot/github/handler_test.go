@@ -126,6 +126,8 @@ func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	if l.Path == "workflows/fix.bot" {
 		return "", &LaunchError{Msg: "workflows/fix.bot:3:1: unknown node kind"}
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.launches = append(f.launches, l)
 	return fmt.Sprintf("run-%d", len(f.launches)), nil
 }
@@ -180,8 +182,15 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t)}, cs, runs
 }
 
-// commentDelivery is the issue_comment delivery of body by sender.
+// commentDelivery is the issue_comment delivery of body by sender, as
+// comment 1001.
 func commentDelivery(t *testing.T, id, sender, body string) store.Delivery {
+	t.Helper()
+	return commentDeliveryOf(t, id, 1001, sender, body)
+}
+
+// commentDeliveryOf is the delivery id of comment commentID.
+func commentDeliveryOf(t *testing.T, id string, commentID int64, sender, body string) store.Delivery {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/issue_comment.json")
 	if err != nil {
@@ -192,6 +201,7 @@ func commentDelivery(t *testing.T, id, sender, body string) store.Delivery {
 		t.Fatal(err)
 	}
 	p["comment"].(map[string]any)["body"] = body
+	p["comment"].(map[string]any)["id"] = commentID
 	p["comment"].(map[string]any)["user"].(map[string]any)["login"] = sender
 	p["sender"].(map[string]any)["login"] = sender
 	out, _ := json.Marshal(p)
@@ -419,10 +429,10 @@ func TestHandlerForkApproval(t *testing.T) {
 		name, body, reply string
 		launched          bool
 	}{
-		{"no approval", "/iterion run review", "comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at abc1234, start the run with:\n\n```\n/iterion run review approve=abc1234\n```", false},
-		{"head moved", "/iterion run review approve=0ff1ce0", "nothing started: you approved `0ff1ce0`, but the pull request's head is now abc1234.", false},
-		{"too short", "/iterion run review approve=abc", "nothing started: you approved `abc`", false},
-		{"approved head", "/iterion run review approve=ABC1234 depth=2", "started run `run-1` of `review` on abc1234.", true},
+		{"no approval", "/iterion run review", "comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at abc1234, start the run with:\n\n```\n/iterion run review approve=abc1234567\n```", false},
+		{"head moved", "/iterion run review approve=0ff1ce0000", "nothing started: you approved `0ff1ce0000`, but the pull request's head is `abc1234567` (approve it by its full SHA).", false},
+		{"a prefix is not enough", "/iterion run review approve=abc1234", "nothing started: you approved `abc1234`", false},
+		{"approved head", "/iterion run review approve=ABC1234567 depth=2", "started run `run-1` of `review` on abc1234.", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, cs, runs := newHandlerPR(t, handlerConfig, fork)
@@ -445,7 +455,7 @@ func TestHandlerForkApproval(t *testing.T) {
 	}
 	// The same PR not from a fork needs no approval, and approve= is no var.
 	h, _, runs := newHandler(t, handlerConfig)
-	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion run review approve=abc1234")); err != nil {
+	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion run review approve=abc1234567")); err != nil {
 		t.Fatal(err)
 	}
 	if len(runs.launches) != 1 || len(runs.launches[0].Vars) != 0 {
@@ -460,13 +470,17 @@ func TestHandlerForkApproval(t *testing.T) {
 func TestHandlerConcurrency(t *testing.T) {
 	base := strings.Replace(handlerConfig, "concurrency: supersede\n", "", 1)
 	ctx := context.Background()
-
-	h, cs, runs := newHandler(t, base) // queue, the default
-	for _, id := range []string{"d1", "d2", "d1"} {
-		if err := h.Handle(ctx, commentDelivery(t, id, "ana", "/iterion run review")); err != nil {
+	ask := func(h *Handler, delivery string, comment int64) {
+		t.Helper()
+		if err := h.Handle(ctx, commentDeliveryOf(t, delivery, comment, "ana", "/iterion run review")); err != nil {
 			t.Fatal(err)
 		}
 	}
+
+	h, cs, runs := newHandler(t, base) // queue, the default
+	ask(h, "d1", 2001)
+	ask(h, "d2", 2002)
+	ask(h, "d1", 2001) // redelivered
 	if len(runs.launches) != 0 || len(cs.comments) != 2 {
 		t.Fatalf("queue: %d launches, %d replies; want none started and two replies", len(runs.launches), len(cs.comments))
 	}
@@ -486,24 +500,66 @@ func TestHandlerConcurrency(t *testing.T) {
 	if got := cs.comments[len(cs.comments)-1].GetBody(); !strings.HasPrefix(got, "@ana started queued run `run-1` of `review` on abc1234.") {
 		t.Errorf("queued start reply = %q", got)
 	}
-	runs.runs = append(runs.runs, &engine.Run{ID: "run-1", Status: engine.StatusRunning, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}})
+	// run-1's record is not written yet (it starts in the background), but
+	// it counts as active: the next waits.
 	if err := h.StartQueued(ctx, runs.runs[0]); err != nil || len(runs.launches) != 1 {
-		t.Fatalf("with run-1 active the next waits: %d launches, %v", len(runs.launches), err)
+		t.Fatalf("with run-1 starting the next waits: %d launches, %v", len(runs.launches), err)
 	}
 
 	h, cs, runs = newHandler(t, base+"concurrency: reject\n")
-	if err := h.Handle(ctx, commentDelivery(t, "d1", "ana", "/iterion run review")); err != nil {
-		t.Fatal(err)
-	}
+	ask(h, "d1", 2001)
 	if len(runs.launches) != 0 || !strings.Contains(cs.comments[0].GetBody(), "nothing started: run `r1` of `review` is still running on this pull request") {
 		t.Errorf("reject: %d launches, reply %q", len(runs.launches), cs.comments[0].GetBody())
 	}
 
 	h, cs, runs = newHandler(t, handlerConfig) // supersede
-	if err := h.Handle(ctx, commentDelivery(t, "d1", "ana", "/iterion run review")); err != nil {
+	if _, err := h.Queue.QueueLaunch(ctx, PRScope("acme/app", 7), "old", []byte(`{"Workflow": "review", "Actor": "bo"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if len(runs.launches) != 1 || !slices.Equal(runs.cancelled, []string{"r1"}) || !strings.Contains(cs.comments[0].GetBody(), "It supersedes run `r1`, cancelled.") {
-		t.Errorf("supersede: launches %d, cancelled %v, reply %q", len(runs.launches), runs.cancelled, cs.comments[0].GetBody())
+	ask(h, "d1", 2001)
+	if len(runs.launches) != 1 || !slices.Equal(runs.cancelled, []string{"r1"}) || !strings.Contains(cs.comments[len(cs.comments)-1].GetBody(), "It supersedes run `r1`, cancelled.") {
+		t.Errorf("supersede: launches %d, cancelled %v, replies %v", len(runs.launches), runs.cancelled, cs.comments)
+	}
+	if !strings.Contains(cs.comments[0].GetBody(), "@bo the queued run of `review` was dropped: a newer run asked for by ana superseded it") {
+		t.Errorf("the superseded queued request was not told: %q", cs.comments[0].GetBody())
+	}
+}
+
+// Two requests handled at once on one PR: only one finds it idle.
+func TestHandlerConcurrentRequests(t *testing.T) {
+	h, _, runs := newHandler(t, strings.Replace(handlerConfig, "concurrency: supersede", "concurrency: reject", 1))
+	runs.runs[0].Status = engine.StatusFinished // the PR is idle
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			d := commentDeliveryOf(t, fmt.Sprintf("d%d", i), int64(3000+i), "ana", "/iterion run review")
+			if err := h.Handle(context.Background(), d); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(runs.launches) != 1 {
+		t.Errorf("%d launches, want 1: the second request must see the first run", len(runs.launches))
+	}
+}
+
+// A queue left with no active run (its turn came while nothing was
+// there to start it) starts its head before a new request is decided.
+func TestHandlerStalledQueue(t *testing.T) {
+	h, cs, runs := newHandler(t, strings.Replace(handlerConfig, "concurrency: supersede\n", "", 1))
+	runs.runs[0].Status = engine.StatusFinished
+	payload := `{"InstallationID": 42, "Owner": "acme", "Repo": "app", "PR": 7, "Workflow": "review", "Path": "workflows/review.bot", "Ref": "abc1234567", "Actor": "bo", "Key": "stalled"}`
+	if _, err := h.Queue.QueueLaunch(context.Background(), PRScope("acme/app", 7), "stalled", []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(context.Background(), commentDeliveryOf(t, "d1", 2001, "ana", "/iterion run review")); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.launches) != 1 || runs.launches[0].Key != "stalled" {
+		t.Fatalf("launches %+v, want the stalled head first", runs.launches)
+	}
+	if last := cs.comments[len(cs.comments)-1].GetBody(); !strings.Contains(last, "queued `review` on abc1234 (position 1): it starts when run `run-1` ends") {
+		t.Errorf("reply = %q", last)
 	}
 }

@@ -52,9 +52,9 @@ type Relay struct {
 	// (steps done): at most one per StatusEvery. State changes (a question,
 	// a pause, the end) come through the outbox and are shown at once.
 	StatusEvery time.Duration
-	// OnEnded, when set, is called for each end of a PR run, before the
-	// end is shown (serve clears the workspace and starts the next queued
-	// run); an error retries the row.
+	// OnEnded, when set, is called for each end of a PR run once the end
+	// is shown (serve clears the workspace and starts the next queued run);
+	// an error retries the row.
 	OnEnded func(ctx context.Context, run *engine.Run) error
 	// Failpoint, when set, is called with FailOutboxPerformed after each
 	// row is performed, before it is marked done, for crash tests.
@@ -230,12 +230,15 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 			}
 		}
 	}
-	if r.OnEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
-		if err := r.OnEnded(ctx, run); err != nil {
-			return err
-		}
+	// The run's own end is shown first: what follows it (the next queued
+	// run) must not hold it back.
+	if err := r.syncNow(ctx, run.ID); err != nil {
+		return err
 	}
-	return r.syncNow(ctx, run.ID)
+	if r.OnEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
+		return r.OnEnded(ctx, run)
+	}
+	return nil
 }
 
 // postQuestion numbers a question on its PR, posts its comment and
@@ -267,7 +270,10 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 // agent's question, an answer from Slack) from mentioning people or teams
 // in the bot's comments: a zero-width space after each @ leaves it
 // readable but not a mention.
-func Disarm(text string) string { return strings.ReplaceAll(text, "@", "@\u200b") }
+func Disarm(text string) string {
+	// Idempotent: text disarmed once is not changed again.
+	return strings.ReplaceAll(strings.ReplaceAll(text, "@\u200b", "@"), "@", "@\u200b")
+}
 
 // quote renders text as a Markdown quote, so a question cannot pose as
 // the bot's own words or as a command, and with its mentions disarmed.

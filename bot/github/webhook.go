@@ -27,8 +27,7 @@ type deliveryRecorder interface {
 // handledEvents are the event types the bot acts on; others are
 // acknowledged and ignored.
 var handledEvents = map[string]bool{
-	"ping": true, "issue_comment": true, "pull_request": true, "pull_request_review_comment": true,
-	"installation": true, "installation_repositories": true, "check_run": true, "check_suite": true,
+	"ping": true, "issue_comment": true, "pull_request": true, "push": true,
 }
 
 // Intake receives GitHub webhooks: it verifies the signature, stores the

@@ -93,7 +93,7 @@ func BenchmarkServeGitHubCommandReply(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		id := h.comment("ana", "/iterion status")
-		marker := fmt.Sprintf("<!-- iterion:delivery-c-%d -->", id)
+		marker := fmt.Sprintf("<!-- iterion:comment-%d -->", id)
 		h.fake.WaitFor(30*time.Second, "the reply", func() bool { return len(h.fake.BotComments(7, marker)) == 1 })
 	}
 }

@@ -341,7 +341,7 @@ func TestGitHubCrashAfterAnswerCommitted(t *testing.T) {
 	// The delivery that brought the answer was not marked handled, so the
 	// restarted serve handles it again: it takes no second answer, and it
 	// tells the person their answer was taken, not that it was refused.
-	redo := h.botComment(fmt.Sprintf("<!-- iterion:delivery-c-%d -->", ans))
+	redo := h.botComment(fmt.Sprintf("<!-- iterion:comment-%d -->", ans))
 	if !strings.Contains(redo.Body, "answer to `Q1` recorded") {
 		t.Errorf("the answer handled again got the reply:\n%s\nwant one saying it was recorded", redo.Body)
 	}

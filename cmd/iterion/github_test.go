@@ -348,11 +348,21 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 	h.fake.WaitFor(30*time.Second, "the question comment to say who answered", func() bool {
 		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> Yes, the docs too")) == 1
 	})
-	// The finished run's checkout is gone; the store keeps its record.
+	// The finished run's checkout goes; the store keeps its record.
 	ws := filepath.Join(h.store, "workspaces", runID)
-	for _, p := range []string{ws, ws + ".bot"} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("%s is left after the run finished (%v)", p, err)
+	gone := func() bool {
+		for _, p := range []string{ws, ws + ".bot"} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); !gone(); <-tick.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("the checkout %s is left after the run finished", ws)
 		}
 	}
 	// The agent read the PR head and received the answer.
@@ -475,7 +485,7 @@ func TestServeGitHubVariants(t *testing.T) {
 	if n := len(h.fake.BotComments(7, "started run")); n != 1 {
 		t.Errorf("%d 'started run' replies, want 1 (duplicate delivery)", n)
 	}
-	if n := len(h.fake.BotComments(7, fmt.Sprintf("iterion:delivery-c-%d ", code))); n != 0 || slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:eyes", code)) {
+	if n := len(h.fake.BotComments(7, fmt.Sprintf("iterion:comment-%d ", code))); n != 0 || slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:eyes", code)) {
 		t.Errorf("the command in a code block was acted on")
 	}
 
@@ -484,6 +494,8 @@ func TestServeGitHubVariants(t *testing.T) {
 	h.comment("ana", "/iterion run")
 	h.botComment("this pull request comes from a fork")
 	h.comment("ana", "/iterion run review approve="+h.head[:7])
+	h.botComment("approve it by its full SHA")
+	h.comment("ana", "/iterion run review approve="+h.head)
 	h.fake.WaitFor(30*time.Second, "the approved run", func() bool { return len(h.fake.BotComments(7, "started run")) == 2 })
 }
 
