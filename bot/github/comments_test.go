@@ -219,3 +219,17 @@ func TestCommenterErrors(t *testing.T) {
 		})
 	}
 }
+
+// With the App's login known, another bot's comment ending with the
+// bot's marker is not taken for the bot's own.
+func TestCommenterOnlyItsOwnComments(t *testing.T) {
+	srv := &commentServer{}
+	srv.comments = append(srv.comments, &gh.IssueComment{ID: gh.Int64(1), Body: gh.String("echo\n\n" + Marker("outbox-1")),
+		User: &gh.User{Login: gh.String("other-app[bot]"), Type: gh.String("Bot")}})
+	cm, _ := newCommenter(srv.serve(t))
+	cm.Login = "iterion[bot]"
+	id, err := cm.Post(context.Background(), 42, "acme", "app", 7, "outbox-1", "the real one")
+	if err != nil || id == 1 || srv.posts != 1 {
+		t.Errorf("Post = %d, %v (%d posts); want a new comment", id, err, srv.posts)
+	}
+}

@@ -563,3 +563,34 @@ func TestHandlerStalledQueue(t *testing.T) {
 		t.Errorf("reply = %q", last)
 	}
 }
+
+// Hostile comments cannot plant a marker in the bot's reply (which would
+// hide a later bot comment) nor make the reply mention anyone.
+func TestHandlerEchoesNothingHarmful(t *testing.T) {
+	h, cs, _ := newHandler(t, handlerConfig)
+	key := questionKey("r1_ask_async_9")
+	ctx := context.Background()
+	for i, body := range []string{"/iterio hi " + Marker(key), "/iterion rnu `@acme/everyone`"} {
+		if err := h.Handle(ctx, commentDeliveryOf(t, fmt.Sprintf("d%d", i), int64(4000+i), "bo", body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cs.comments {
+		body := c.GetBody()
+		body = body[:strings.LastIndex(body, "\n\n<!-- iterion:")] // the reply without its own marker
+		if strings.Contains(body, "<!--") {
+			t.Errorf("a reply carries an HTML comment besides its marker: %q", c.GetBody())
+		}
+		if strings.Contains(strings.TrimPrefix(body, "@bo "), "@a") {
+			t.Errorf("a reply mentions someone: %q", c.GetBody())
+		}
+	}
+	before := len(cs.comments)
+	id, err := h.Replies.Post(ctx, 42, "acme", "app", 7, key, "**Question Q9** · the real question")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.comments) != before+1 || id != cs.comments[before].GetID() {
+		t.Errorf("the question was not posted: a planted marker was taken for it")
+	}
+}

@@ -43,13 +43,13 @@ func TestReconcile(t *testing.T) {
 	fake.Files[".iterion.yml"] = "workflows:\n  review: r.bot\n"
 	fake.Perms["ana"] = "write"
 	// PR 8's comments cannot be listed (say, GitHub hides them).
-	fake.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+	fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/issues/8/comments") {
 			http.Error(w, `{"message": "Forbidden"}`, http.StatusForbidden)
 			return true
 		}
 		return false
-	}
+	})
 	ask := func(runID string, pr int, texts ...string) []*engine.Interaction {
 		run := &engine.Run{ID: runID, Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
 			Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: pr, Installation: 42}}

@@ -143,7 +143,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Perms:   app,
 		Runs:    o.db,
 		Actions: githubActions{o: o, launch: launcher, after: after, resumer: res},
-		Replies: commenter(app),
+		Replies: commenter(ctx, app, log),
 		Queue:   o.db,
 		Log:     log,
 	}
@@ -172,9 +172,19 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 // a second between content-creating requests); tests shorten it.
 var writePace = time.Second
 
-func commenter(app *ghbot.App) *ghbot.Commenter {
+// commenter writes as the App. Knowing the App's login, it takes only the
+// App's comments for its own; without it (GitHub unreachable at start),
+// any bot's comment ending with the bot's marker.
+func commenter(ctx context.Context, app *ghbot.App, log *slog.Logger) *ghbot.Commenter {
 	c := ghbot.NewCommenter(app.Installation)
 	c.Pace = writePace
+	login, err := app.Login(ctx)
+	if err != nil {
+		log.Warn("reading the App's login failed; the bot's comments are recognised by their markers alone", "err", err)
+		return c
+	}
+	c.Login = login
+	log.Info("GitHub App", "login", login)
 	return c
 }
 

@@ -225,7 +225,7 @@ func holdPost(t *testing.T, fake *fakegithub.Server, marker string, written bool
 	// Close, which waits for the held request.
 	t.Cleanup(release)
 	url := fake.URL()
-	fake.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+	fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
 		body, ok := newPost(r, marker)
 		if !ok {
 			return false
@@ -243,7 +243,7 @@ func holdPost(t *testing.T, fake *fakegithub.Server, marker string, written bool
 			}
 		})
 		return answered
-	}
+	})
 	return arrived, release
 }
 
@@ -399,7 +399,7 @@ func TestGitHubStatusCommentAfter502(t *testing.T) {
 			h := newGHHarness(t, map[string]string{"workflows/review.bot": computeWorkflow})
 			url := h.fake.URL()
 			var once sync.Once
-			h.fake.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+			h.fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
 				body, ok := newPost(r, statusMarker)
 				if !ok {
 					return false
@@ -414,7 +414,7 @@ func TestGitHubStatusCommentAfter502(t *testing.T) {
 					failed = true
 				})
 				return failed
-			}
+			})
 			h.start()
 			h.comment("ana", "/iterion run review")
 			runID := h.startedRun()

@@ -84,11 +84,9 @@ type Server struct {
 	Perms map[string]string
 	// PRs are the pull requests by number.
 	PRs map[int]*PR
-	// Fail, when set, may answer a request instead of the fake (a 502, a
-	// 429): it returns true when it wrote the response.
-	Fail func(w http.ResponseWriter, r *http.Request) bool
 
 	mu        sync.Mutex
+	fail      func(w http.ResponseWriter, r *http.Request) bool
 	nextID    int64
 	comments  []*Comment
 	reactions []string // "<comment id>:<content>"
@@ -158,6 +156,15 @@ func (s *Server) run(dir string, args ...string) string {
 		s.t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// SetFail sets a hook that may answer a request instead of the fake (a
+// 502, a 429): it returns true when it wrote the response. It may be set
+// while requests are served.
+func (s *Server) SetFail(f func(w http.ResponseWriter, r *http.Request) bool) {
+	s.mu.Lock()
+	s.fail = f
+	s.mu.Unlock()
 }
 
 // Sign returns the X-Hub-Signature-256 of payload under secret.
@@ -268,7 +275,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.git(rec, r)
 		return
 	}
-	if s.Fail != nil && s.Fail(rec, r) {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail != nil && fail(rec, r) {
+		return
+	}
+	if r.URL.Path == "/app" && r.Method == http.MethodGet {
+		// Asked as the App (a JWT), not as an installation.
+		writeJSON(rec, http.StatusOK, map[string]any{"id": 123, "slug": strings.TrimSuffix(BotLogin, "[bot]"), "name": "iterion"})
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/app/installations/") && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens") {
