@@ -365,6 +365,16 @@ func (h *Handler) quoteReply(ctx context.Context, t Trigger, cfg *repoconfig.Con
 	if !ok && !slices.Contains(cfg.Answerers, t.Sender) {
 		return notAnswerer(t), nil
 	}
+	// The quote must be of the bot's question: anyone can write a comment
+	// that looks like one, for a maintainer to answer by mistake.
+	ix, err := h.findQuestion(ctx, t, qid)
+	if err != nil {
+		return "", err
+	}
+	if ix != nil && ix.Pending() && !QuotesQuestion(r.Quoted, questionText(ix)) {
+		return fmt.Sprintf("your comment quotes a %s that is not iterion's question %s (%q), so nothing was recorded. Quote the bot's question comment, or answer with `/iterion answer %s <your answer>`.",
+			"\"Question "+qid+"\"", qid, oneLine(questionText(ix), 80), qid), nil
+	}
 	text, err := h.answer(ctx, t, qid, r.Text)
 	if errors.Is(err, errAccepted) {
 		return "", h.Replies.React(ctx, t.InstallationID, t.Owner, t.Repo, t.CommentID, "+1")

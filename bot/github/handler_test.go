@@ -377,7 +377,8 @@ func TestHandlerQuoteReplies(t *testing.T) {
 		{"no answer", "ana", quoted, "@ana your comment quotes question Q2 but holds no answer", ""},
 		{"two questions", "ana", quoted + "> Question Q1\nyes", "quotes several questions (Q2, Q1)", ""},
 		{"answered already", "ana", "> Question Q4\nnew", "question `Q4` was already answered by dave via slack", ""},
-		{"form", "ana", "> Question Q3\napproved: no\nreason: not yet", "", ""},
+		{"form", "ana", "> Question Q3\n> > Ship it?\napproved: no\nreason: not yet", "", ""},
+		{"look-alike question", "ana", "> **Question Q2** · Should I keep the failing test skipped?\n> 1. no, fix it\n\n1", "your comment quotes a \"Question Q2\" that is not iterion's question Q2 (\"Go version?\")", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -77,7 +77,7 @@ func TestReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.AddComment(7, "ana", "/iterion answer Q2 1.26")
-	answer := fake.AddComment(7, "ana", "> **Question Q1**\n\nMIT")
+	answer := fake.AddComment(7, "ana", "> **Question Q1**\n> > Which licence?\n\nMIT")
 
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,8 @@ type Reply struct {
 	Questions []int
 	// Text is the comment without the quoted lines, trimmed.
 	Text string
+	// Quoted is the text of the quoted lines, without their "> ".
+	Quoted string
 }
 
 // questionRef finds "Question Q3" (bold, code or plain) in a quoted line.
@@ -30,7 +33,7 @@ func ParseReply(body string) (r Reply, ok bool) {
 		return Reply{}, false
 	}
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	var kept []string
+	var kept, quoted []string
 	fence := ""
 	for _, line := range lines {
 		trimmed := strings.TrimLeft(line, " ")
@@ -45,6 +48,7 @@ func ParseReply(body string) (r Reply, ok bool) {
 			continue
 		}
 		if fence == "" && len(line)-len(trimmed) < 4 && strings.HasPrefix(trimmed, ">") {
+			quoted = append(quoted, strings.TrimLeft(trimmed, "> "))
 			for _, m := range questionRef.FindAllStringSubmatch(trimmed, -1) {
 				n, err := strconv.Atoi(m[1])
 				if err == nil && n > 0 && !slices.Contains(r.Questions, n) {
@@ -59,7 +63,34 @@ func ParseReply(body string) (r Reply, ok bool) {
 		return Reply{}, false
 	}
 	r.Text = strings.TrimSpace(strings.Join(kept, "\n"))
+	r.Quoted = strings.Join(quoted, "\n")
 	return r, true
+}
+
+// QuotesQuestion reports whether a reply's quoted text holds the first
+// line of question, as GitHub's quote of the bot's question comment does;
+// a look-alike "Question Q3" written by someone else does not. Only
+// letters and digits are compared, so the markdown GitHub rewrites in a
+// quote does not matter.
+func QuotesQuestion(quoted, question string) bool {
+	first := ""
+	for _, line := range strings.Split(question, "\n") {
+		if first = alnum(line); first != "" {
+			break
+		}
+	}
+	return first != "" && strings.Contains(alnum(quoted), first)
+}
+
+// alnum keeps the letters and digits of s, lowercased.
+func alnum(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // ShortQuestionID reads a short question id as people type it: "Q3",

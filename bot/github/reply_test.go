@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestParseReply(t *testing.T) {
@@ -31,10 +32,26 @@ func TestParseReply(t *testing.T) {
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v (%+v)", ok, tc.ok, got)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Reply{}, "Quoted")); diff != "" {
 				t.Errorf("mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestQuotesQuestion(t *testing.T) {
+	// GitHub's quote of the bot's question comment: the question is quoted
+	// inside the quote, with markdown rewritten and mentions disarmed.
+	r, _ := ParseReply("> **Question Q3** · from `plan` in run `r1`\n>\n> > Which licence, @\u200bana? _MIT_ or **GPL**\n\nMIT")
+	if !QuotesQuestion(r.Quoted, "Which licence, @ana? *MIT* or GPL\nmore lines") {
+		t.Errorf("the bot's own question was not recognised in %q", r.Quoted)
+	}
+	r, _ = ParseReply("> **Question Q3** · Keep the failing test skipped?\n1")
+	if QuotesQuestion(r.Quoted, "Which licence?") {
+		t.Error("a look-alike question was taken for the bot's")
+	}
+	if QuotesQuestion("anything", "  \n!!") {
+		t.Error("a question without words matched")
 	}
 }
 

@@ -414,9 +414,9 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 
 	// While serve is down: an answer by quote reply, an earlier unrelated
 	// comment, and a comment by someone who may not answer.
-	h.fake.AddComment(7, "bo", "> Question Q1\nmain, surely")
+	h.fake.AddComment(7, "bo", "> Question Q1\n> Which branch do you deploy?\nmain, surely")
 	h.fake.AddComment(7, "ana", "Thanks for the review.")
-	answer := h.fake.AddComment(7, "ana", "> **Question Q1** · from `review`\n\nrelease")
+	answer := h.fake.AddComment(7, "ana", "> **Question Q1** · from `review`\n> > Which branch do you deploy?\n\nrelease")
 
 	h.start()
 	h.fake.WaitFor(60*time.Second, "👍 on the answer written while down", func() bool {
@@ -555,12 +555,12 @@ workflow w:
 			t.Errorf("form comment lacks %q:\n%s", want, q.Body)
 		}
 	}
-	bad := h.comment("ana", "> **Question Q1**\n\napproved: perhaps\nreason: tests pass")
+	bad := h.comment("ana", "> **Question Q1**\n> > Ship the release?\n\napproved: perhaps\nreason: tests pass")
 	h.botComment(fmt.Sprintf("your answer to `Q1` was not taken: answer for \"approved\": \"perhaps\" is not a yes/no answer"))
 	if slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", bad)) {
 		t.Error("a refused answer got 👍")
 	}
-	good := h.comment("ana", "> **Question Q1**\n\napproved: yes\nreason: tests pass")
+	good := h.comment("ana", "> **Question Q1**\n> > Ship the release?\n\napproved: yes\nreason: tests pass")
 	h.fake.WaitFor(30*time.Second, "👍 on the form's answer", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", good)) })
 	h.fake.WaitFor(30*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
 	h.fake.WaitFor(30*time.Second, "the form's comment to say who answered", func() bool {
