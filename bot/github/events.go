@@ -3,6 +3,7 @@ package github
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	gh "github.com/google/go-github/v62/github"
 )
@@ -41,6 +42,9 @@ type Trigger struct {
 	Problems    []Problem
 	// Reply is set for a comment without commands that quotes questions.
 	Reply *Reply
+	// CommentAt is when the comment was written (set for comments read
+	// back at start-up).
+	CommentAt time.Time
 	// PullRequest is the pull request a pull_request event carries.
 	PullRequest *gh.PullRequest
 }

@@ -467,6 +467,13 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 	var already *engine.AlreadyAnsweredError
 	switch {
 	case errors.As(err, &already):
+		// Answered between the look above and now: the same answer from the
+		// same person (the comment met twice at start-up) is taken.
+		if already.Via == "github" && already.AnsweredBy == t.Sender {
+			if again, gerr := h.Runs.Interaction(ctx, ix.RunID, ix.ID); gerr == nil && again.Answer() == text {
+				return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
+			}
+		}
 		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(already.AnsweredBy, "someone")), already.Via), nil
 	case errors.Is(err, engine.ErrRunEnded):
 		return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", ix.RunID, id), nil

@@ -129,6 +129,12 @@ func answerTrigger(cm *gh.IssueComment) (Trigger, bool) {
 		return Trigger{}, false
 	}
 	t := Trigger{Kind: TriggerComment, Sender: cm.GetUser().GetLogin(), CommentID: cm.GetID(), CommentBody: cm.GetBody()}
+	// An edited comment is not replayed (edits never count, and its text
+	// is no longer what was written then).
+	if !cm.GetUpdatedAt().Time.Equal(cm.GetCreatedAt().Time) {
+		return Trigger{}, false
+	}
+	t.CommentAt = cm.GetCreatedAt().Time
 	cmds, _ := ParseComment(cm.GetBody())
 	for _, c := range cmds {
 		if c.Name == CmdAnswer {
@@ -143,11 +149,13 @@ func answerTrigger(cm *gh.IssueComment) (Trigger, bool) {
 	return t, len(t.Commands) > 0 || t.Reply != nil
 }
 
-// stillOpen keeps the parts of t that answer questions still pending.
+// stillOpen keeps the parts of t that answer questions still pending and
+// asked before the comment was written (a comment written before its
+// question existed was refused then, and is no answer to it now).
 func (h *Handler) stillOpen(ctx context.Context, t Trigger) (Trigger, error) {
 	open := func(id string) (bool, error) {
 		ix, err := h.findQuestion(ctx, t, id)
-		return ix != nil && ix.Pending(), err
+		return ix != nil && ix.Pending() && !t.CommentAt.Before(ix.RequestedAt.Add(-reconcileSlack)), err
 	}
 	var cmds []Command
 	for _, c := range t.Commands {

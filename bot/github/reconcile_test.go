@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	gh "github.com/google/go-github/v62/github"
 
@@ -96,5 +97,56 @@ func TestReconcile(t *testing.T) {
 	}
 	if n := len(fake.BotComments(7, "")); n != 0 {
 		t.Errorf("%d bot comments, want none (Q2's old command is not replayed)", n)
+	}
+}
+
+// Read back at start-up, a comment written before the question it names
+// existed (refused then) is no answer to it, and an edited comment is not
+// replayed.
+func TestReconcileSkipsStaleComments(t *testing.T) {
+	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true, Clock: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	fake := fakegithub.New(t, "acme", "app")
+	fake.Files[".iterion.yml"] = "workflows:\n  review: r.bot\n"
+	fake.Perms["ana"] = "write"
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc"}
+	run := &engine.Run{ID: "r7", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42}}
+	if err := db.CreateRun(ctx, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(text string) *engine.Interaction {
+		ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: "r7", NodeID: "draft", Questions: map[string]any{engine.QuestionKey: text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ShortID(ctx, PRScope("acme/app", 7), "r7", ix.ID); err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	q1 := ask("Which licence?")
+	fake.AddCommentAt(7, "ana", "/iterion answer Q2 drop the tables", clock.Add(10*time.Minute))
+	clock = clock.Add(20 * time.Minute)
+	q2 := ask("What may the migration do?")
+	edited := fake.AddCommentAt(7, "ana", "/iterion answer Q1 GPL", clock.Add(10*time.Minute))
+	fake.EditCommentAt(edited.ID, "/iterion answer Q1 AGPL", clock.Add(11*time.Minute))
+
+	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
+	c.BaseURL, _ = url.Parse(fake.URL())
+	app := &App{clients: map[int64]*gh.Client{42: c}}
+	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: fakeCommenter(fake), Queue: db, Log: testLog(t)}
+	if n, err := h.Reconcile(ctx); n != 0 || err != nil {
+		t.Errorf("Reconcile = %d, %v; want nothing applied", n, err)
+	}
+	for _, ix := range []*engine.Interaction{q1, q2} {
+		if got, _ := db.Interaction(ctx, "r7", ix.ID); !got.Pending() {
+			t.Errorf("%s answered with %q", ix.ID, got.Answer())
+		}
 	}
 }

@@ -50,6 +50,7 @@ type Comment struct {
 	Bot       bool
 	Body      string
 	CreatedAt time.Time
+	UpdatedAt time.Time // zero when never edited
 	Edits     int
 }
 
@@ -198,16 +199,33 @@ func (s *Server) BotComments(pr int, substr string) []Comment {
 	return out
 }
 
-// AddComment writes a person's comment on pr, as if made on GitHub, and
-// returns it.
+// AddComment writes a person's comment on pr, as if made on GitHub now,
+// and returns it.
 func (s *Server) AddComment(pr int, user, body string) Comment {
+	return s.AddCommentAt(pr, user, body, time.Now())
+}
+
+// AddCommentAt writes a person's comment on pr as if made at a time.
+func (s *Server) AddCommentAt(pr int, user, body string, at time.Time) Comment {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	c := &Comment{ID: s.nextID, PR: pr, User: user, Body: body, CreatedAt: time.Now().UTC()}
+	c := &Comment{ID: s.nextID, PR: pr, User: user, Body: body, CreatedAt: at.UTC().Truncate(time.Second)}
 	s.comments = append(s.comments, c)
 	s.changedLocked()
 	return *c
+}
+
+// EditCommentAt changes a person's comment as if edited at a time.
+func (s *Server) EditCommentAt(id int64, body string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if c.ID == id {
+			c.Body, c.UpdatedAt = body, at.UTC().Truncate(time.Second)
+		}
+	}
+	s.changedLocked()
 }
 
 // Reactions returns "<comment id>:<content>" for each reaction made.
@@ -397,7 +415,7 @@ func (s *Server) commentJSON(c *Comment) map[string]any {
 	return map[string]any{
 		"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.User, "type": typ},
 		"html_url":   fmt.Sprintf("%s/%s/%s/pull/%d#issuecomment-%d", s.srv.URL, s.Owner, s.Repo, c.PR, c.ID),
-		"created_at": c.CreatedAt.Format(time.RFC3339), "updated_at": c.CreatedAt.Format(time.RFC3339),
+		"created_at": c.CreatedAt.Format(time.RFC3339), "updated_at": cmp.Or(c.UpdatedAt, c.CreatedAt).Format(time.RFC3339),
 	}
 }
 
@@ -419,7 +437,7 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, pr int) {
 	s.mu.Lock()
 	var list []map[string]any
 	for _, c := range s.comments {
-		if c.PR == pr && !c.CreatedAt.Before(since.Truncate(time.Second)) {
+		if c.PR == pr && !cmp.Or(c.UpdatedAt, c.CreatedAt).Before(since.Truncate(time.Second)) {
 			list = append(list, s.commentJSON(c))
 		}
 	}
