@@ -173,6 +173,17 @@ func (e *Engine) Cancel(runID string) bool {
 // synced, with the outbox row that tells its channels. It reports whether
 // the run was stopped; a run already over is left as it is.
 func (e *Engine) Stop(ctx context.Context, runID, reason string) (bool, error) {
+	// A run starting meanwhile takes the lease (a newer generation): look
+	// again, and cancel it as an executing run then.
+	for attempt := 0; ; attempt++ {
+		stopped, err := e.stop(ctx, runID, reason)
+		if !errors.Is(err, ErrStaleOwner) || attempt == 3 {
+			return stopped, err
+		}
+	}
+}
+
+func (e *Engine) stop(ctx context.Context, runID, reason string) (bool, error) {
 	if e.Cancel(runID) {
 		return true, nil
 	}

@@ -900,3 +900,29 @@ func TestCancelDuringResume(t *testing.T) {
 		t.Errorf("OnlyPaused resume of a cancelled run: %v, want ErrNotPaused", err)
 	}
 }
+
+// Answers for a question are refused once the run waits on another.
+func TestResumeAnswersTheirQuestionOnly(t *testing.T) {
+	src := "human plan:\n  instructions: \"plan ok?\"\nhuman deploy:\n  instructions: \"deploy?\"\nworkflow w:\n  entry: plan\n  plan -> deploy\n  deploy -> done\n"
+	w := mustCompile(t, src)
+	ctx := context.Background()
+	db := newStore(t)
+	e := newEngine(t, db, nil)
+	run, err := e.Start(ctx, engine.StartRequest{Workflow: w, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planID := run.ID + "_plan"
+	if run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, InteractionID: planID, Answers: map[string]string{}}); err != nil || run.Status != engine.StatusPausedWaitingHuman {
+		t.Fatalf("plan's answer: %v %+v", err, run)
+	}
+	// A second answer to plan, read while plan was pending, must not
+	// approve deploy.
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, InteractionID: planID, Answers: map[string]string{}})
+	if !errors.Is(err, engine.ErrNotPaused) {
+		t.Errorf("late answer to plan: %v, want ErrNotPaused", err)
+	}
+	if ix, _ := db.Interaction(ctx, run.ID, run.ID+"_deploy"); ix == nil || !ix.Pending() {
+		t.Errorf("deploy was answered by plan's late answer")
+	}
+}

@@ -59,6 +59,10 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 	if err != nil {
 		return nil, fmt.Errorf("taking run %s: %w", run.ID, err)
 	}
+	if acquired.Status != StatusRunning {
+		// Stopped (engine.Stop) between its start and here.
+		return acquired, nil
+	}
 	run = acquired
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -73,6 +73,9 @@ type ResumeRequest struct {
 	WorkDir string
 	// By and Via record who answered.
 	By, Via string
+	// InteractionID, when set, is the question the answers are for: a run
+	// now paused on another question refuses them (ErrNotPaused).
+	InteractionID string
 	// OnlyPaused resumes the run only if it is still paused for a human
 	// (an answer's resume must not revive a run cancelled meanwhile);
 	// otherwise Resume fails with ErrNotPaused.
@@ -138,6 +141,9 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		ck = newCheckpoint(req.Workflow)
 	} else if ck, err = decodeCheckpoint(raw); err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
+	if req.InteractionID != "" && (ck.Pause == nil || ck.Pause.InteractionID != req.InteractionID) {
+		return nil, fmt.Errorf("run %s is no longer waiting for %s: %w", run.ID, req.InteractionID, ErrNotPaused)
 	}
 	if run.Status == StatusPausedWaitingHuman && ck.Pause != nil {
 		if err := e.answerPause(sctx, req, run, ck); err != nil {

@@ -154,11 +154,19 @@ func (c *Commenter) React(ctx context.Context, installationID int64, owner, repo
 	return nil
 }
 
+// findWindow is how far back find looks: a comment it looks for was
+// written by a retry of a recent attempt (outbox rows and deliveries give
+// up within hours), and edited comments count from their last edit.
+const findWindow = 48 * time.Hour
+
 // find returns the bot's comment carrying key's marker, nil when none.
-// The bot's comments are recent, so the pages are read newest first.
+// Only comments updated within findWindow are read (GitHub lists a PR's
+// comments oldest first whatever the sort asked), so a long PR costs a
+// page or two, not all its history.
 func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo string, pr int, key string) (*gh.IssueComment, error) {
 	marker := Marker(key)
-	opts := &gh.IssueListCommentsOptions{Sort: gh.String("created"), Direction: gh.String("desc"), ListOptions: gh.ListOptions{PerPage: 100}}
+	since := c.now().Add(-findWindow)
+	opts := &gh.IssueListCommentsOptions{Since: &since, Sort: gh.String("created"), Direction: gh.String("desc"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
 		cms, resp, err := client.Issues.ListComments(ctx, owner, repo, pr, opts)
 		if err != nil {

@@ -122,6 +122,24 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 	return h.act(ctx, d.ID, t)
 }
 
+// GiveUp tells the author of a comment whose handling failed for good
+// that it did: a 👀 followed by silence would leave them waiting. The
+// error's details stay in the log.
+func (h *Handler) GiveUp(ctx context.Context, d store.Delivery, cause error) {
+	t, err := Decode(d.Event, d.Payload)
+	if err != nil || t.Kind != TriggerComment {
+		return
+	}
+	text := "I could not finish what this comment asks: GitHub or this server failed while I was at it. Nothing more will happen for it; please ask again in a few minutes."
+	var later *RetryLater
+	if errors.As(cause, &later) {
+		text = "I could not finish what this comment asks: GitHub kept asking me to slow down. Nothing more will happen for it; please ask again in a few minutes."
+	}
+	if err := h.reply(ctx, d.ID, t, text); err != nil {
+		h.log().Error("telling a commenter that their comment failed failed too", "delivery", d.ID, "err", err)
+	}
+}
+
 // act does what trigger t asks; id names the request (the delivery), so
 // doing it again after a crash replies and launches nothing twice.
 func (h *Handler) act(ctx context.Context, id string, t Trigger) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -593,5 +594,21 @@ func TestHandlerEchoesNothingHarmful(t *testing.T) {
 	}
 	if len(cs.comments) != before+1 || id != cs.comments[before].GetID() {
 		t.Errorf("the question was not posted: a planted marker was taken for it")
+	}
+}
+
+// A comment whose handling failed for good gets a reply saying so, once.
+func TestHandlerGiveUp(t *testing.T) {
+	h, cs, _ := newHandler(t, handlerConfig)
+	d := commentDelivery(t, "d1", "ana", "/iterion run")
+	h.GiveUp(context.Background(), d, errors.New("store unavailable"))
+	h.GiveUp(context.Background(), d, errors.New("store unavailable"))
+	if len(cs.comments) != 1 || !strings.Contains(cs.comments[0].GetBody(), "@ana I could not finish what this comment asks") || strings.Contains(cs.comments[0].GetBody(), "store unavailable") {
+		t.Errorf("replies %v, want one saying it failed, without the internal error", cs.comments)
+	}
+	// Not a comment: nobody to tell.
+	h.GiveUp(context.Background(), store.Delivery{ID: "p1", Event: "pull_request", Payload: []byte(prOpened)}, errors.New("x"))
+	if len(cs.comments) != 1 {
+		t.Errorf("a pull_request delivery got a reply")
 	}
 }

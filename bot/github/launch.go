@@ -103,7 +103,13 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		return "", fmt.Errorf("clearing workspace %s: %w", dir, err)
 	}
 	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, token); err != nil {
-		return "", err
+		os.RemoveAll(dir)
+		if ctx.Err() != nil {
+			return "", err
+		}
+		// Said to the commenter: a commit gone from a force-pushed branch,
+		// a repository the App cannot read.
+		return "", &LaunchError{Msg: fmt.Sprintf("fetching commit %s failed: %v", shortSHA(l.Ref), err)}
 	}
 	// The workflow as read from the default branch, beside the checkout,
 	// so a run a restart interrupted continues with what it started with.

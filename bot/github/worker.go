@@ -46,6 +46,10 @@ type Worker struct {
 	// Failpoint, when set, is called with FailDeliveryHandling before each
 	// delivery is handled, for crash tests.
 	Failpoint func(name string)
+	// GiveUp, when set, is called when a delivery failed for good (an
+	// error, or GitHub still asking for patience after MaxAttempts), so the
+	// people who asked hear of it.
+	GiveUp func(ctx context.Context, d store.Delivery, err error)
 
 	mu       sync.Mutex
 	inFlight map[string]bool
@@ -133,6 +137,9 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				if herr != nil {
 					w.log.Error("handling a delivery failed", "delivery", d.ID, "event", d.Event, "err", herr)
+					if w.GiveUp != nil {
+						w.GiveUp(context.WithoutCancel(ctx), d, herr)
+					}
 				}
 				if err := w.queue.FinishDelivery(context.WithoutCancel(ctx), d.Source, d.ID, herr); err != nil {
 					w.log.Error("recording a handled delivery failed", "delivery", d.ID, "err", err)

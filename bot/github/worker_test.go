@@ -41,6 +41,12 @@ func TestWorker(t *testing.T) {
 		}
 		return nil
 	})
+	var gaveUp []string
+	w.GiveUp = func(_ context.Context, d store.Delivery, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		gaveUp = append(gaveUp, d.ID+": "+err.Error())
+	}
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
 	if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: "during", Event: "pull_request", Payload: []byte("{}")}); err != nil {
@@ -50,6 +56,9 @@ func TestWorker(t *testing.T) {
 	<-all
 	cancel()
 	<-done
+	if len(gaveUp) != 1 || gaveUp[0] != "during: boom" {
+		t.Errorf("GiveUp calls %v, want one for the failed delivery", gaveUp)
+	}
 	for id, n := range handled {
 		if n != 1 {
 			t.Errorf("delivery %s handled %d times", id, n)

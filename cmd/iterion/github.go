@@ -148,6 +148,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Log:     log,
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
+	w.GiveUp = h.GiveUp
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
 	rl := ghbot.NewRelay(o.db, h.Replies, log)
 	rl.Failpoint = failpoint()
@@ -335,7 +336,7 @@ func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers 
 	rs.runs.wg.Go(func() {
 		defer release()
 		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
-			Workflow: w, RunID: runID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, OnlyPaused: true,
+			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, OnlyPaused: true,
 			Recorded: func() { close(recorded) },
 		})
 		errc <- err
