@@ -2,7 +2,9 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"unicode/utf8"
 
 	gh "github.com/google/go-github/v62/github"
@@ -33,6 +35,21 @@ type CheckOutput struct {
 	DetailsURL     string
 }
 
+// ErrChecksForbidden is the error of a check run GitHub refuses to let the
+// App write (403: the App lacks the Checks permission, or the repository
+// disallows it). The status comment carries on without check runs.
+var ErrChecksForbidden = errors.New("GitHub refuses the App's check runs: give the App the Checks (write) permission")
+
+// checkErr classifies a check-run API error.
+func checkErr(what string, resp *gh.Response, err error) error {
+	var abuse *gh.AbuseRateLimitError
+	var rl *gh.RateLimitError
+	if resp != nil && resp.StatusCode == http.StatusForbidden && !errors.As(err, &abuse) && !errors.As(err, &rl) {
+		return fmt.Errorf("%s: %w", what, ErrChecksForbidden)
+	}
+	return classify(what, resp, err)
+}
+
 // maxCheckText is GitHub's limit on a check run's summary, in characters.
 const maxCheckText = 65535
 
@@ -49,7 +66,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 	for {
 		res, resp, err := client.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
 		if err != nil {
-			return 0, false, classify(fmt.Sprintf("listing the check runs of %s/%s@%s", owner, repo, shortSHA(sha)), resp, err)
+			return 0, false, checkErr(fmt.Sprintf("listing the check runs of %s/%s@%s", owner, repo, shortSHA(sha)), resp, err)
 		}
 		for _, cr := range res.CheckRuns {
 			if cr.GetExternalID() == externalID && cr.GetApp().GetID() != 0 {
@@ -77,7 +94,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 	}
 	cr, resp, err := client.Checks.CreateCheckRun(ctx, owner, repo, create)
 	if err != nil {
-		return 0, false, classify(fmt.Sprintf("creating check run %q on %s/%s@%s", name, owner, repo, shortSHA(sha)), resp, err)
+		return 0, false, checkErr(fmt.Sprintf("creating check run %q on %s/%s@%s", name, owner, repo, shortSHA(sha)), resp, err)
 	}
 	return cr.GetID(), true, nil
 }
@@ -101,7 +118,7 @@ func (c *Commenter) UpdateCheckRun(ctx context.Context, installationID int64, ow
 	}
 	_, resp, err := client.Checks.UpdateCheckRun(ctx, owner, repo, id, update)
 	if err != nil {
-		return classify(fmt.Sprintf("updating check run %d on %s/%s", id, owner, repo), resp, err)
+		return checkErr(fmt.Sprintf("updating check run %d on %s/%s", id, owner, repo), resp, err)
 	}
 	return nil
 }

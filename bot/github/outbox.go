@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iterion-bot/iterion/engine"
@@ -61,6 +62,8 @@ type Relay struct {
 	Failpoint func(name string)
 	wake      chan struct{}
 	now       func() time.Time
+
+	checksRefused atomic.Bool // GitHub refused a check run; said once
 
 	mu      sync.Mutex
 	written map[string]string    // marker key → body this process last wrote

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -289,5 +290,35 @@ func TestRelayProgressPace(t *testing.T) {
 	relay.SyncTouched(ctx)
 	if edits() != base+1 {
 		t.Errorf("an unchanged status was edited")
+	}
+}
+
+// An App without the Checks permission still gets its status comments;
+// the refused check runs fail no outbox row.
+func TestRelayWithoutChecksPermission(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	fake := fakegithub.New(t, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "check-runs") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message": "Resource not accessible by integration"}`))
+			return true
+		}
+		return false
+	})
+	run := &engine.Run{ID: "nc-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+	if err := db.CreateRun(ctx, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	NewRelay(db, fakeCommenter(fake), testLog(t)).Drain(ctx)
+	if n := len(fake.BotComments(7, Marker("status-nc-1"))); n != 1 {
+		t.Errorf("%d status comments, want 1", n)
+	}
+	if rows, _ := db.DueOutbox(ctx, time.Now().Add(24*time.Hour), 0); len(rows) != 0 {
+		t.Errorf("rows left to retry: %+v", rows)
 	}
 }

@@ -127,7 +127,15 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 			return err
 		}
 	}
-	return r.syncCheck(ctx, v)
+	err = r.syncCheck(ctx, v)
+	if errors.Is(err, ErrChecksForbidden) {
+		// Check runs are the lesser half: say it once, keep the comments.
+		if r.checksRefused.CompareAndSwap(false, true) {
+			r.Log.Warn("check runs are skipped", "err", err)
+		}
+		return nil
+	}
+	return err
 }
 
 // edit writes body to comment id unless this process last wrote it there.
