@@ -2,9 +2,11 @@ package github
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	gh "github.com/google/go-github/v62/github"
+
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/fakegithub"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -85,4 +91,55 @@ func BenchmarkIntakeLoad(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "deliveries/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkRelaySync measures one sync of a PR run's GitHub side: read the
+// run, its 3 questions and its event log (200 events, growing by 2 per
+// iteration: run it with -benchtime 300x) from Badger, render
+// the status and question comments, and edit the status comment on the
+// fake GitHub over loopback (each iteration adds a step, so the status
+// changes and one edit is made); the check run is unchanged.
+func BenchmarkRelaySync(b *testing.B) {
+	db, err := store.Open(b.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	fake := fakegithub.New(b, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	run := &engine.Run{ID: "bench-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+	if err := db.CreateRun(ctx, run, nil); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: map[string]any{engine.QuestionKey: fmt.Sprintf("Question %d?", i)}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step := func(i int) {
+		node := fmt.Sprintf("n%d", i)
+		if err := db.Commit(ctx, engine.Change{RunID: run.ID, Events: []engine.Event{{Type: engine.EventNodeStarted, NodeID: node}, {Type: engine.EventNodeFinished, NodeID: node}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		step(i)
+	}
+	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
+	c.BaseURL, _ = url.Parse(fake.URL())
+	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
+	cm.Pace = 0
+	relay := NewRelay(db, cm, nil)
+	relay.Drain(ctx) // the status comment, the questions, the check run
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		step(100 + i)
+		b.StartTimer()
+		if err := relay.sync(ctx, run.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

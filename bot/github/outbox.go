@@ -69,6 +69,8 @@ type Relay struct {
 	written map[string]string    // marker key → body this process last wrote
 	touched map[string]bool      // runs with progress not yet shown
 	synced  map[string]time.Time // when each run's status was last synced
+	// progress folds each run's event log as it grows.
+	progress map[string]*progress
 }
 
 // NewRelay returns a relay polling every second and showing progress at
@@ -80,7 +82,7 @@ func NewRelay(st OutboxStore, replies *Commenter, log *slog.Logger) *Relay {
 	return &Relay{
 		Store: st, Replies: replies, Log: log, Poll: time.Second, StatusEvery: 10 * time.Second,
 		wake: make(chan struct{}, 1), now: time.Now,
-		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{},
+		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{}, progress: map[string]*progress{},
 	}
 }
 

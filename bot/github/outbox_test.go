@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,33 @@ func TestRelayWithoutChecksPermission(t *testing.T) {
 	}
 	if rows, _ := db.DueOutbox(ctx, time.Now().Add(24*time.Hour), 0); len(rows) != 0 {
 		t.Errorf("rows left to retry: %+v", rows)
+	}
+}
+
+// The event log folds into steps done and steps running, the same in one
+// read or in pieces; a node run again in a loop is named once.
+func TestProgressFold(t *testing.T) {
+	evs := []engine.Event{
+		{Seq: 1, Type: engine.EventNodeStarted, NodeID: "a"}, {Seq: 2, Type: engine.EventNodeFinished, NodeID: "a"},
+		{Seq: 3, Type: engine.EventNodeStarted, NodeID: "b"}, {Seq: 4, Type: engine.EventNodeStarted, NodeID: "c"},
+		{Seq: 5, Type: engine.EventNodeFinished, NodeID: "b"}, {Seq: 6, Type: engine.EventNodeStarted, NodeID: "a"},
+		{Seq: 7, Type: engine.EventNodeStarted, NodeID: "d"}, {Seq: 8, Type: engine.EventRunPaused},
+		{Seq: 9, Type: engine.EventRunResumed}, {Seq: 10, Type: engine.EventNodeStarted, NodeID: "d"},
+	}
+	whole := newProgress()
+	whole.add(evs)
+	pieces := newProgress()
+	pieces.add(evs[:4])
+	pieces.add(evs[2:7]) // overlapping reads fold each event once
+	pieces.add(evs[7:])
+	for name, p := range map[string]*progress{"whole": whole, "pieces": pieces} {
+		if p.done != 2 || !slices.Equal(p.current(), []string{"d"}) {
+			t.Errorf("%s: done %d, current %v; want 2 and [d]", name, p.done, p.current())
+		}
+	}
+	mid := newProgress()
+	mid.add(evs[:7])
+	if !slices.Equal(mid.current(), []string{"a", "c", "d"}) {
+		t.Errorf("current %v, want a, c, d in the order first started", mid.current())
 	}
 }

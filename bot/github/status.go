@@ -38,7 +38,8 @@ func questionKey(ixID string) string { return "question-" + ixID }
 type view struct {
 	run     *engine.Run
 	ixs     []*engine.Interaction
-	events  []engine.Event
+	done    int      // steps finished
+	current []string // steps executing
 	snap    *engine.Snapshot
 	numbers map[string]int // interaction id → short number on the PR
 	posts   map[string]string
@@ -53,9 +54,25 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	if v.ixs, err = r.Store.Interactions(ctx, runID); err != nil {
 		return nil, err
 	}
-	if v.events, err = r.Store.Events(ctx, runID, 0, 0); err != nil {
+	r.mu.Lock()
+	p := r.progress[runID]
+	if p == nil {
+		if len(r.progress) > 10000 {
+			clear(r.progress) // only a cache: a forgotten run reads its log again
+		}
+		p = newProgress()
+		r.progress[runID] = p
+	}
+	after := p.after
+	r.mu.Unlock()
+	events, err := r.Store.Events(ctx, runID, after, 0)
+	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	p.add(events)
+	v.done, v.current = p.done, p.current()
+	r.mu.Unlock()
 	raw, err := r.Store.Checkpoint(ctx, runID)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return nil, err
@@ -261,7 +278,7 @@ func renderStatus(v *view) string {
 	if a := run.Trigger.Actor; a != "" {
 		fmt.Fprintf(&b, "Started by `%s`. ", Disarm(a))
 	}
-	done, current := progress(v.events)
+	done, current := v.done, v.current
 	fmt.Fprintf(&b, "%d step%s done", done, plural(done))
 	if !run.Status.Terminal() && len(current) > 0 {
 		fmt.Fprintf(&b, "; now at %s", codeList(current, 3))
@@ -280,30 +297,49 @@ func renderStatus(v *view) string {
 	return b.String()
 }
 
-// progress counts the finished nodes and names the ones executing.
-func progress(events []engine.Event) (done int, current []string) {
-	running := map[string]bool{}
-	var order []string
+// progress is what a run's event log says of its steps, folded as the
+// log grows: a sync reads only the events since the last.
+type progress struct {
+	after   int64 // the last event folded
+	done    int
+	running map[string]bool
+	order   []string // nodes in the order first started, each once
+}
+
+func newProgress() *progress { return &progress{running: map[string]bool{}} }
+
+func (p *progress) add(events []engine.Event) {
 	for _, ev := range events {
+		if ev.Seq <= p.after {
+			continue
+		}
+		p.after = ev.Seq
 		switch ev.Type {
 		case engine.EventNodeStarted:
-			if !running[ev.NodeID] {
-				order = append(order, ev.NodeID)
+			if _, seen := p.running[ev.NodeID]; !seen {
+				p.order = append(p.order, ev.NodeID)
 			}
-			running[ev.NodeID] = true
+			p.running[ev.NodeID] = true
 		case engine.EventNodeFinished:
-			done++
-			running[ev.NodeID] = false
+			p.done++
+			p.running[ev.NodeID] = false
 		case engine.EventRunResumed, engine.EventRunPaused:
-			clear(running)
+			for n := range p.running {
+				p.running[n] = false
+			}
 		}
 	}
-	for _, n := range order {
-		if running[n] {
-			current = append(current, n)
+}
+
+// current names the nodes executing, in the order they first started.
+func (p *progress) current() []string {
+	var out []string
+	for _, n := range p.order {
+		if p.running[n] {
+			out = append(out, n)
 		}
 	}
-	return done, current
+	return out
 }
 
 func codeList(names []string, max int) string {
