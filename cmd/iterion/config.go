@@ -71,6 +71,9 @@ type githubFile struct {
 	// PrivateKeyFile is the path of the App's .pem file, relative to the
 	// config file's directory; $ITERION_GITHUB_PRIVATE_KEY overrides it.
 	PrivateKeyFile string `yaml:"private_key_file"`
+	// KeepWorkspaces is how long the checkout of a run that stopped but
+	// could still be resumed (cancelled, failed resumably) is kept.
+	KeepWorkspaces time.Duration `yaml:"keep_workspaces"`
 }
 
 // defaultServeConfig is the configuration without a file.
@@ -79,7 +82,7 @@ func defaultServeConfig() serveConfig {
 		Addr:          ":8080",
 		ShutdownGrace: 30 * time.Second,
 		Log:           logSettings{Level: "info", Format: "text"},
-		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4},
+		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 7 * 24 * time.Hour},
 	}
 }
 
@@ -214,6 +217,12 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"github.workers": func(at string, v reflect.Value) string {
 		if v.Int() < 1 {
 			return at + ": write at least 1"
+		}
+		return ""
+	},
+	"github.keep_workspaces": func(at string, v reflect.Value) string {
+		if time.Duration(v.Int()) < time.Hour {
+			return at + ": write at least 1h, like 168h for a week"
 		}
 		return ""
 	},

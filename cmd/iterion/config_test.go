@@ -42,7 +42,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"unknown key, swapped letters in a section", "log:\n  levle: debug\n",
 			`serve.yml:2:3: unknown key "levle" in log: did you mean "level"? (the keys in log are level, format)`},
 		{"unknown key, hyphen for underscore", "github:\n  app-id: 12\n",
-			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file)`},
+			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file, keep_workspaces)`},
 		{"unknown key of another section", "workers: 8\n",
 			`serve.yml:1:1: unknown key "workers": did you mean github.workers? It goes in the github section`},
 		{"unknown key of the top level in a section", "github:\n  addr: :1\n",
@@ -71,6 +71,8 @@ func TestServeConfigErrors(t *testing.T) {
 			"serve.yml:1:6: api must be a mapping, not a single value"},
 		{"file not a mapping", "- addr: :1\n",
 			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, api, not a list"},
+		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
+			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
 			`serve.yml:2:12: github.workers "many": write a whole number`},
 		{"no workers", "github:\n  workers: 0\n",
@@ -164,6 +166,7 @@ github:
   git_url: https://ghe.example.com
   workers: 8
   private_key_file: /etc/iterion/app.pem
+  keep_workspaces: 72h
 api: {}
 `
 	for _, tc := range []struct {
@@ -179,19 +182,19 @@ api: {}
 			ShutdownGrace: 90 * time.Second,
 			Log:           logSettings{Level: "debug", Format: "json"},
 			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
-				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem"},
+				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem", KeepWorkspaces: 72 * time.Hour},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
 			ShutdownGrace: 30 * time.Second,
 			Log:           logSettings{Level: "info", Format: "json"},
-			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem")},
+			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
 			ShutdownGrace: 30 * time.Second,
 			Log:           logSettings{Level: "warn", Format: "text"},
-			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4},
+			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

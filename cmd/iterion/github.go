@@ -30,6 +30,8 @@ type githubConfig struct {
 	apiURL  string // REST base
 	gitURL  string // where repositories are cloned from
 	workers int
+	// keepWorkspaces is how long a resumable stopped run keeps its checkout.
+	keepWorkspaces time.Duration
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -71,6 +73,7 @@ func githubSettings(f githubFile, file string) (cfg githubConfig, ok bool, err e
 	cfg.apiURL = cmp.Or(os.Getenv("ITERION_GITHUB_API_URL"), f.APIURL)
 	cfg.gitURL = strings.TrimRight(cmp.Or(os.Getenv("ITERION_GITHUB_URL"), f.GitURL, "https://github.com"), "/")
 	cfg.workers = cmp.Or(f.Workers, 4)
+	cfg.keepWorkspaces = cmp.Or(f.KeepWorkspaces, 7*24*time.Hour)
 	return cfg, true, nil
 }
 
@@ -164,6 +167,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	wg.Go(func() { rl.Run(ctx) })
 	// Answers written on PRs while this server was down.
 	wg.Go(func() { reconcile(ctx, h, log) })
+	wg.Go(func() { sweepWorkspaces(ctx, o, cfg.keepWorkspaces, log) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
@@ -249,6 +253,49 @@ func removeWorkspace(o *owner, run *engine.Run, log *slog.Logger) {
 	for _, p := range []string{dir, dir + ".bot"} {
 		if err := os.RemoveAll(p); err != nil {
 			log.Warn("removing a finished run's workspace failed", "run", run.ID, "path", p, "err", err)
+		}
+	}
+}
+
+// sweepWorkspaces deletes, at start and then hourly, the checkouts of
+// GitHub runs that stopped resumably (cancelled, failed_resumable) and
+// have not changed for keep: they are unlikely to be resumed, and each
+// holds a copy of a repository. (Finished and failed runs lose theirs at
+// once.)
+func sweepWorkspaces(ctx context.Context, o *owner, keep time.Duration, log *slog.Logger) {
+	tick := time.NewTicker(time.Hour)
+	defer tick.Stop()
+	for {
+		sweepOnce(ctx, o, keep, time.Now(), log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func sweepOnce(ctx context.Context, o *owner, keep time.Duration, now time.Time, log *slog.Logger) {
+	runs, err := o.db.Runs(ctx, engine.RunFilter{})
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("listing runs for old workspaces failed", "err", err)
+		}
+		return
+	}
+	for _, r := range runs {
+		if r.Trigger.Source != "github" || (r.Status != engine.StatusCancelled && r.Status != engine.StatusFailedResumable) || now.Sub(r.UpdatedAt) < keep {
+			continue
+		}
+		dir := workDirOf(o, r)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		log.Info("removing the workspace of a run stopped long ago", "run", r.ID, "status", r.Status, "updated", r.UpdatedAt)
+		for _, p := range []string{dir, dir + ".bot"} {
+			if err := os.RemoveAll(p); err != nil {
+				log.Warn("removing an old workspace failed", "run", r.ID, "path", p, "err", err)
+			}
 		}
 	}
 }

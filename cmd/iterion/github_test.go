@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
+	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
 
@@ -570,4 +572,43 @@ workflow w:
 		cs := h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "**Finished**") && strings.Contains(cs[0].Body, "shipped")
 	})
+}
+
+// Checkouts of GitHub runs stopped resumably are kept for keep_workspaces,
+// then removed; running, paused and recent ones stay.
+func TestSweepWorkspaces(t *testing.T) {
+	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	now := time.Now()
+	old := now.Add(-8 * 24 * time.Hour)
+	runs := []struct {
+		id     string
+		status engine.Status
+		at     time.Time
+		kept   bool
+	}{
+		{"old-cancelled", engine.StatusCancelled, old, false},
+		{"old-failed-resumable", engine.StatusFailedResumable, old, false},
+		{"new-cancelled", engine.StatusCancelled, now.Add(-time.Hour), true},
+		{"old-paused", engine.StatusPausedWaitingHuman, old, true},
+	}
+	for _, r := range runs {
+		run := &engine.Run{ID: r.id, Status: r.status, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}, CreatedAt: r.at, UpdatedAt: r.at}
+		if err := o.db.CreateRun(context.Background(), run, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(workDirOf(o, run), "src"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepOnce(context.Background(), o, 7*24*time.Hour, now, slog.New(slog.DiscardHandler))
+	for _, r := range runs {
+		_, err := os.Stat(filepath.Join(workspacesDir(o), r.id))
+		if kept := err == nil; kept != r.kept {
+			t.Errorf("%s: kept = %v, want %v", r.id, kept, r.kept)
+		}
+	}
 }
