@@ -56,9 +56,9 @@ over the file, which wins over the default:
   App private key    $ITERION_GITHUB_PRIVATE_KEY (PEM text, or a file path), github.private_key_file
 
 The file alone sets log.level (debug, info, warn, error), log.format (text, json),
-shutdown_grace, github.workers (default 4) and github.keep_workspaces (168h). Secrets come only from the environment:
-$ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and $ITERION_API_TOKEN; a
-file holding one is refused. Relative paths in the file are relative to its directory. A file
+shutdown_grace, github.workers (default 4) and github.keep_workspaces (168h). Secrets come only
+from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
+$ITERION_API_TOKEN; a file holding one is refused. Relative paths in the file are relative to its directory. A file
 with mistakes is reported, each at its line with what to write instead, and nothing starts.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
