@@ -80,20 +80,14 @@ func ParseComment(body string) ([]Command, []Problem) {
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
 	var cmds []Command
 	var problems []Problem
-	fence := "" // the open code fence (``` or ~~~), if any
+	var code fences
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		trimmed := strings.TrimLeft(line, " ")
-		if f := fenceOf(trimmed); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(trimmed, fence) && strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1])) == "":
-				fence = ""
-			}
+		if code.fenceLine(trimmed) {
 			continue
 		}
-		if fence != "" || len(line)-len(trimmed) >= 4 || strings.HasPrefix(line, "\t") || strings.HasPrefix(trimmed, ">") {
+		if code.inCode() || len(line)-len(trimmed) >= 4 || strings.HasPrefix(line, "\t") || strings.HasPrefix(trimmed, ">") {
 			continue // code, or a quote of someone else's words
 		}
 		word, rest := cutWord(trimmed)
@@ -176,6 +170,30 @@ func fenceOf(line string) string {
 	}
 	return ""
 }
+
+// fences follows the fenced code blocks of a comment, line by line.
+type fences struct {
+	open string // the open fence (``` or ~~~), "" outside code
+}
+
+// fenceLine reports whether trimmed (a line without its leading spaces)
+// opens or closes a code block, and notes which.
+func (f *fences) fenceLine(trimmed string) bool {
+	mark := fenceOf(trimmed)
+	if mark == "" {
+		return false
+	}
+	switch {
+	case f.open == "":
+		f.open = mark
+	case strings.HasPrefix(trimmed, f.open) && strings.TrimSpace(strings.TrimLeft(trimmed, f.open[:1])) == "":
+		f.open = ""
+	}
+	return true
+}
+
+// inCode reports whether the lines now are inside a fenced block.
+func (f *fences) inCode() bool { return f.open != "" }
 
 // cutWord splits off the first whitespace-separated word.
 func cutWord(s string) (word, rest string) {

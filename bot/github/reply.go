@@ -34,20 +34,14 @@ func ParseReply(body string) (r Reply, ok bool) {
 	}
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
 	var kept, quoted []string
-	fence := ""
+	var code fences
 	for _, line := range lines {
 		trimmed := strings.TrimLeft(line, " ")
-		if f := fenceOf(trimmed); f != "" {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(trimmed, fence) && strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1])) == "":
-				fence = ""
-			}
+		if code.fenceLine(trimmed) {
 			kept = append(kept, line)
 			continue
 		}
-		if fence == "" && len(line)-len(trimmed) < 4 && strings.HasPrefix(trimmed, ">") {
+		if !code.inCode() && len(line)-len(trimmed) < 4 && strings.HasPrefix(trimmed, ">") {
 			quoted = append(quoted, strings.TrimLeft(trimmed, "> "))
 			for _, m := range questionRef.FindAllStringSubmatch(trimmed, -1) {
 				n, err := strconv.Atoi(m[1])
