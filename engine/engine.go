@@ -148,11 +148,34 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 		Vars: req.Vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
 	}
 	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": req.Vars}}
-	if err := e.store.CreateRun(ctx, run, []Event{started}); err != nil {
+	ctx, done, err := e.register(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := e.store.CreateRun(context.WithoutCancel(ctx), run, []Event{started}); err != nil {
 		return nil, fmt.Errorf("creating run %s: %w", id, err)
 	}
 	ck := newCheckpoint(w)
 	return e.drive(ctx, w, run, ck, req.WorkDir)
+}
+
+// register marks a run as executing in this process from now on, so
+// Cancel reaches it; done unregisters it.
+func (e *Engine) register(ctx context.Context, runID string) (context.Context, func(), error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, executing := e.running[runID]; executing {
+		return nil, nil, fmt.Errorf("run %s is executing in this process", runID)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	e.running[runID] = cancel
+	return ctx, func() {
+		cancel()
+		e.mu.Lock()
+		delete(e.running, runID)
+		e.mu.Unlock()
+	}, nil
 }
 
 // Cancel stops a run executing in this process. It reports whether the

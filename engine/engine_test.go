@@ -874,7 +874,7 @@ func TestStopPausedRun(t *testing.T) {
 }
 
 // A Cancel that reaches a resume before it runs a node is recorded (the
-// run ends cancelled, not running); an answer's resume (OnlyPaused) does
+// run ends cancelled, not running); an answer's resume (Expect paused) does
 // not revive a run cancelled meanwhile.
 func TestCancelDuringResume(t *testing.T) {
 	src := "human approve:\n  instructions: \"ok?\"\ncompute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: approve\n  approve -> c\n  c -> done\n"
@@ -895,9 +895,9 @@ func TestCancelDuringResume(t *testing.T) {
 	if got.Status != engine.StatusCancelled {
 		t.Errorf("run after a cancel before its first node: %s, want cancelled", got.Status)
 	}
-	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, WorkDir: t.TempDir(), OnlyPaused: true})
-	if !errors.Is(err, engine.ErrNotPaused) {
-		t.Errorf("OnlyPaused resume of a cancelled run: %v, want ErrNotPaused", err)
+	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, WorkDir: t.TempDir(), Expect: engine.StatusPausedWaitingHuman})
+	if !errors.Is(err, engine.ErrStatusChanged) {
+		t.Errorf("an answer's resume of a cancelled run: %v, want ErrStatusChanged", err)
 	}
 }
 
@@ -919,8 +919,8 @@ func TestResumeAnswersTheirQuestionOnly(t *testing.T) {
 	// A second answer to plan, read while plan was pending, must not
 	// approve deploy.
 	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, InteractionID: planID, Answers: map[string]string{}})
-	if !errors.Is(err, engine.ErrNotPaused) {
-		t.Errorf("late answer to plan: %v, want ErrNotPaused", err)
+	if !errors.Is(err, engine.ErrStatusChanged) {
+		t.Errorf("late answer to plan: %v, want ErrStatusChanged", err)
 	}
 	if ix, _ := db.Interaction(ctx, run.ID, run.ID+"_deploy"); ix == nil || !ix.Pending() {
 		t.Errorf("deploy was answered by plan's late answer")

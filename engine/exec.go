@@ -64,16 +64,6 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		return acquired, nil
 	}
 	run = acquired
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	e.mu.Lock()
-	e.running[run.ID] = cancel
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, run.ID)
-		e.mu.Unlock()
-	}()
 
 	if workdir == "" {
 		if workdir, err = os.Getwd(); err != nil {

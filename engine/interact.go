@@ -74,12 +74,13 @@ type ResumeRequest struct {
 	// By and Via record who answered.
 	By, Via string
 	// InteractionID, when set, is the question the answers are for: a run
-	// now paused on another question refuses them (ErrNotPaused).
+	// now paused on another question refuses them (ErrStatusChanged).
 	InteractionID string
-	// OnlyPaused resumes the run only if it is still paused for a human
-	// (an answer's resume must not revive a run cancelled meanwhile);
-	// otherwise Resume fails with ErrNotPaused.
-	OnlyPaused bool
+	// Expect, when set, is the status the caller saw: the run resumes only
+	// if it still has it (an answer's resume expects it paused, recovery
+	// expects it running), so a run cancelled meanwhile is not revived;
+	// otherwise Resume fails with ErrStatusChanged.
+	Expect Status
 	// Recorded, when set, is called once the answers are stored and the
 	// run is marked running again, before it executes: a caller resuming in
 	// the background learns that the answers were taken (or, from Resume's
@@ -101,33 +102,20 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("run %s is %s and cannot be resumed", run.ID, run.Status)
 	}
 	// The run counts as executing from here: a second resume is refused
-	// and Cancel reaches it even before it runs a node.
-	e.mu.Lock()
-	if _, executing := e.running[run.ID]; executing {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("run %s is executing in this process", run.ID)
+	// and Cancel reaches it even before it runs a node. The lease is taken
+	// at once, so a Stop that read the run before is refused (stale) and
+	// retries into Cancel.
+	ctx, done, err := e.register(ctx, run.ID)
+	if err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	e.running[run.ID] = cancel
-	e.mu.Unlock()
-	handed := false
-	defer func() {
-		if !handed {
-			e.mu.Lock()
-			delete(e.running, run.ID)
-			e.mu.Unlock()
-		}
-	}()
-	// Until the run executes, a Cancel only marks ctx: the steps below
-	// finish (they are short), and drive records the cancellation. The run
-	// is read again, as a Stop may have landed before it was registered.
+	defer done()
 	sctx := context.WithoutCancel(ctx)
-	if run, err = e.store.Run(sctx, req.RunID); err != nil {
+	if run, err = e.store.Acquire(sctx, req.RunID, e.owner); err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", req.RunID, err)
 	}
-	if req.OnlyPaused && run.Status != StatusPausedWaitingHuman {
-		return nil, fmt.Errorf("run %s is %s, no longer paused: %w", run.ID, run.Status, ErrNotPaused)
+	if req.Expect != "" && run.Status != req.Expect {
+		return nil, fmt.Errorf("run %s is %s, no longer %s: %w", run.ID, run.Status, req.Expect, ErrStatusChanged)
 	}
 	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
 		return nil, fmt.Errorf("the workflow file changed since run %s started: resume with --force to run the new version", run.ID)
@@ -143,7 +131,7 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	if req.InteractionID != "" && (ck.Pause == nil || ck.Pause.InteractionID != req.InteractionID) {
-		return nil, fmt.Errorf("run %s is no longer waiting for %s: %w", run.ID, req.InteractionID, ErrNotPaused)
+		return nil, fmt.Errorf("run %s is no longer waiting for %s: %w", run.ID, req.InteractionID, ErrStatusChanged)
 	}
 	if run.Status == StatusPausedWaitingHuman && ck.Pause != nil {
 		if err := e.answerPause(sctx, req, run, ck); err != nil {
@@ -157,7 +145,6 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if req.Recorded != nil {
 		req.Recorded()
 	}
-	handed = true
 	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
 }
 

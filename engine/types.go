@@ -280,7 +280,7 @@ var (
 	ErrEmptyAnswer     = errors.New("answer text is required")
 	ErrStaleOwner      = errors.New("run is owned by a newer owner")
 	ErrRunEnded        = errors.New("the run has ended; its questions can no longer be answered")
-	ErrNotPaused       = errors.New("the run is not paused")
+	ErrStatusChanged   = errors.New("the run's status changed")
 )
 
 // AlreadyAnsweredError says who answered a question first.

@@ -345,7 +345,7 @@ func (rs *resumer) released(ctx context.Context, res *engine.AnswerResult) bool 
 	}
 	rs.runs.wg.Go(func() {
 		defer release()
-		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer", OnlyPaused: true}); err != nil {
+		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer", Expect: engine.StatusPausedWaitingHuman}); err != nil {
 			rs.log.Error("resuming a released run failed", "run", runID, "err", err)
 		}
 	})
@@ -383,7 +383,7 @@ func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers 
 	rs.runs.wg.Go(func() {
 		defer release()
 		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
-			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, OnlyPaused: true,
+			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, Expect: engine.StatusPausedWaitingHuman,
 			Recorded: func() { close(recorded) },
 		})
 		errc <- err

@@ -238,7 +238,7 @@ func recoverInterrupted(o *owner, runs *runGroup, log *slog.Logger) {
 		}
 		log.Info("continuing an interrupted run", "run", r.ID)
 		runs.wg.Go(func() {
-			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: workDirOf(o, r), Via: "recovery"}); err != nil {
+			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: workDirOf(o, r), Via: "recovery", Expect: engine.StatusRunning}); err != nil {
 				log.Error("continuing an interrupted run failed", "run", r.ID, "err", err)
 			}
 		})
