@@ -589,8 +589,19 @@ func testPostAgain(t *testing.T, s engine.Store) {
 	if posted != 2 {
 		t.Errorf("%d question_posted rows, want 2 (plan's once, review's)", posted)
 	}
+	// The same words with other options is another question.
+	withOptions, err := s.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, Generation: run.Generation, NodeID: "plan", Questions: map[string]any{
+		engine.QuestionKey: "Which licence?", engine.OptionsKey: []engine.Option{{ID: "mit", Label: "MIT"}}}})
+	if err != nil || withOptions.ID == first.ID {
+		t.Errorf("the same text with options: %v, %v; want a new question", withOptions, err)
+	}
+	again, err = s.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, Generation: run.Generation, NodeID: "plan", Questions: map[string]any{
+		engine.QuestionKey: "Which licence?", engine.OptionsKey: []engine.Option{{ID: "mit", Label: "MIT"}}}})
+	if err != nil || again.ID != withOptions.ID {
+		t.Errorf("the same text and options again: %v, %v; want %s", again, err, withOptions.ID)
+	}
 	mustAnswer(t, s, run.ID, first.ID, "MIT", "ana")
-	if later := mustPost(t, s, run, "plan", "Which licence?"); later.ID == first.ID || later.Seq != 2 {
+	if later := mustPost(t, s, run, "plan", "Which licence?"); later.ID == first.ID || later.Seq != 3 {
 		t.Errorf("asked after the answer: %s (seq %d), want a new question", later.ID, later.Seq)
 	}
 }

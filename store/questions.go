@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,8 +23,8 @@ import (
 //   - a human_input_requested event {interaction_id, questions, async: true};
 //   - a question_posted outbox row when the run has channels.
 //
-// A question the node already has pending with the same text is returned
-// as it is, with nothing written: a node run again after a crash asks its
+// A question the node already has pending asking the same (text, options
+// and free text) is returned as it is, with nothing written: a node run again after a crash asks its
 // questions again, and people must not see (nor a gate wait for) them
 // twice.
 //
@@ -95,11 +97,15 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 	return ix, nil
 }
 
-// pendingSame returns q's node's pending question with q's text, if any.
+// pendingSame returns q's node's pending question asking exactly what q
+// asks (text, options, free text), if any.
 func pendingSame(txn *tx, runID string, q engine.PostRequest) (*engine.Interaction, error) {
-	text, _ := q.Questions[engine.QuestionKey].(string)
+	want, err := normalJSON(q.Questions)
+	if err != nil {
+		return nil, err
+	}
 	var same *engine.Interaction
-	err := scan(txn, pendPrefix(runID), nil, func(_ []byte, p *pendingRecord) (bool, error) {
+	err = scan(txn, pendPrefix(runID), nil, func(_ []byte, p *pendingRecord) (bool, error) {
 		if p.NodeID != q.NodeID {
 			return true, nil
 		}
@@ -107,13 +113,32 @@ func pendingSame(txn *tx, runID string, q engine.PostRequest) (*engine.Interacti
 		if err != nil {
 			return false, err
 		}
-		if rec.Kind == engine.KindAsync && rec.Question() == text {
+		if rec.Kind != engine.KindAsync {
+			return true, nil
+		}
+		have, err := normalJSON(rec.Questions)
+		if err == nil && bytes.Equal(have, want) {
 			same = rec.Interaction
 			return false, nil
 		}
-		return true, nil
+		return true, err
 	})
 	return same, err
+}
+
+// normalJSON is v's JSON as it reads back from the store: structs become
+// maps, whose keys encoding/json sorts, so two values asking the same
+// compare equal byte for byte.
+func normalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // Answer records the first answer to an async question, synced, in one

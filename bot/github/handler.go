@@ -453,7 +453,9 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 		if labels := options(ix); len(labels) > 0 {
 			same = pickOption(same, labels)
 		}
-		if ix.Kind == engine.KindAsync && ix.Via == "github" && ix.AnsweredBy == t.Sender && ix.Answer() == same {
+		if ix.Via == "github" && ix.AnsweredBy == t.Sender && (ix.Kind == engine.KindBlocking || ix.Answer() == same) {
+			// (A form's answers are stored coerced; a second form from the
+			// same person in the same breath is this one met again.)
 			return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 		}
 		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(ix.AnsweredBy, "someone")), cmp.Or(ix.Via, "unknown")), nil
@@ -784,7 +786,7 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 		if err != nil || len(queued) == 0 {
 			return err
 		}
-		active, _, err := h.active(ctx, t, scope)
+		active, seen, err := h.active(ctx, t, scope)
 		if err != nil || len(active) > 0 {
 			return err // the end of the active run starts the next
 		}
@@ -792,6 +794,13 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 		var l Launch
 		if err := json.Unmarshal(next.Payload, &l); err != nil {
 			h.log().Error("a queued launch cannot be read; dropped", "pr", scope, "key", next.Key, "err", err)
+			if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
+				return err
+			}
+			continue
+		}
+		if seen[RunID(l.Owner, l.Repo, l.Key)] {
+			// Started before a crash kept it queued; it has run since.
 			if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
 				return err
 			}
@@ -815,11 +824,14 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 			}
 			continue
 		}
-		text := fmt.Sprintf("@%s started queued run `%s` of `%s` on %s.", l.Actor, id, l.Workflow, shortSHA(l.Ref))
-		if _, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "queued-"+l.Key, text); err != nil {
+		// Dropped first: a post GitHub refuses must not leave the started
+		// launch at the head of the queue.
+		if err := h.Queue.DropLaunch(ctx, scope, next.Key); err != nil {
 			return err
 		}
-		return h.Queue.DropLaunch(ctx, scope, next.Key)
+		text := fmt.Sprintf("@%s started queued run `%s` of `%s` on %s.", l.Actor, id, l.Workflow, shortSHA(l.Ref))
+		_, err = h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "queued-"+l.Key, text)
+		return err
 	}
 }
 

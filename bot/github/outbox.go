@@ -267,7 +267,11 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 	if err := r.Store.RecordPost(ctx, run.ID, ix.ID, "github", strconv.FormatInt(cm.GetID(), 10)); err != nil {
 		return err
 	}
-	r.remember(questionKey(ix.ID), body)
+	// A comment found by its marker (written before a crash) may say
+	// less; the sync that follows edits it then.
+	if cm.GetBody() == CommentBody(questionKey(ix.ID), body) {
+		r.remember(questionKey(ix.ID), body)
+	}
 	return nil
 }
 

@@ -232,10 +232,12 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 		if id, created, err = r.Replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
 			return err
 		}
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
+		// The id first: after a crash between the two, the old phase leads
+		// to this check run again by its external id.
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckRun, strconv.FormatInt(id, 10)); err != nil {
 			return err
 		}
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckRun, strconv.FormatInt(id, 10)); err != nil {
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
 			return err
 		}
 	}

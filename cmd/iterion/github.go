@@ -366,7 +366,9 @@ func (rs *resumer) load(ctx context.Context, runID string) (*engine.Run, *dsl.Wo
 // (nil) or refused (*ghbot.AnswerError saying why).
 func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error {
 	if _, busy := rs.busy.LoadOrStore(runID, true); busy {
-		return &ghbot.AnswerError{Msg: "the run is being resumed by another answer right now; check its status comment"}
+		// Another answer is resuming it: look again in a moment (the
+		// delivery is retried), when this one will have been seen.
+		return &ghbot.RetryLater{After: 2 * time.Second, Err: fmt.Errorf("run %s is being resumed", runID)}
 	}
 	release := func() { rs.busy.Delete(runID) }
 	r, w, err := rs.load(ctx, runID)

@@ -320,10 +320,10 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 		cr := h.fake.CheckRuns()
 		return len(cr) > 0 && slices.Contains(cr[0].History, "completed/action_required")
 	})
-	status := h.botComment("<!-- iterion:status-" + runID + " -->")
-	if !strings.Contains(status.Body, "**Waiting for answers**") || !strings.Contains(status.Body, "- [Q1](") {
-		t.Errorf("status while waiting:\n%s", status.Body)
-	}
+	h.fake.WaitFor(30*time.Second, "the status comment to list the waiting question", func() bool {
+		cs := h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "**Waiting for answers**") && strings.Contains(cs[0].Body, "- [Q1](")
+	})
 
 	// 4. A quote reply with an option's number answers it.
 	reply := h.comment("ana", "> **Question Q1** · from `review`\n> > Should I check the docs too?\n\n1")
