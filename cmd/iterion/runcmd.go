@@ -241,6 +241,10 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	// API may call this before becomeOwner returns, hence the atomic.
 	var eng atomic.Pointer[engine.Engine]
 	released := make(chan struct{}, 1)
+	// resuming is set while the loop below resumes the run after its
+	// answers came: an answer that the loop's own check saw first still
+	// resumed the run.
+	var resuming atomic.Bool
 	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool {
 		e := eng.Load()
 		if e == nil || res.Interaction.RunID != runID {
@@ -248,7 +252,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		ready, err := e.AwaitReady(ctx, runID)
 		if err != nil || !ready {
-			return false
+			return resuming.Load()
 		}
 		select {
 		case released <- struct{}{}:
@@ -298,7 +302,10 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 			tick.Stop()
 		}
 		if awaitPaused(ctx, o, run.ID) {
-			if run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Via: "cli"}); err != nil {
+			resuming.Store(true)
+			run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Via: "cli"})
+			resuming.Store(false)
+			if err != nil {
 				return err
 			}
 			continue
