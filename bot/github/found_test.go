@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/iterion-bot/iterion/engine"
-	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
 
 // A question comment GitHub wrote although the relay did not record it (a
@@ -14,15 +13,9 @@ import (
 // marker; if the question was answered meanwhile, the comment is edited to
 // say so rather than left asking for an answer.
 func TestFoundQuestionCommentIsBroughtUpToDate(t *testing.T) {
-	db := openStore(t)
+	db, fake := prWorld(t)
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
-	run := &engine.Run{ID: "q-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
-	if err := db.CreateRun(ctx, run, nil); err != nil {
-		t.Fatal(err)
-	}
+	run := createPRRun(t, db, "q-1")
 	ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: map[string]any{engine.QuestionKey: "Which licence?"}})
 	if err != nil {
 		t.Fatal(err)

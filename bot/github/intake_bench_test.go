@@ -100,19 +100,9 @@ func BenchmarkIntakeLoad(b *testing.B) {
 // fake GitHub over loopback (each iteration adds a step, so the status
 // changes and one edit is made); the check run is unchanged.
 func BenchmarkRelaySync(b *testing.B) {
-	db, err := store.Open(b.TempDir(), store.Options{SmallMemory: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db, fake := prWorld(b)
 	ctx := context.Background()
-	fake := fakegithub.New(b, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
-	run := &engine.Run{ID: "bench-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
-	if err := db.CreateRun(ctx, run, nil); err != nil {
-		b.Fatal(err)
-	}
+	run := createPRRun(b, db, "bench-1")
 	for i := range 3 {
 		if _, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: map[string]any{engine.QuestionKey: fmt.Sprintf("Question %d?", i)}}); err != nil {
 			b.Fatal(err)

@@ -110,15 +110,9 @@ func TestRelayStatusAndChecks(t *testing.T) {
 // answer; an answer given elsewhere edits it to say who answered, and
 // the status comment lists the open questions with links.
 func TestRelayQuestions(t *testing.T) {
-	db := openStore(t)
+	db, fake := prWorld(t)
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
-	run := &engine.Run{ID: "q-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
-	if err := db.CreateRun(ctx, run, nil); err != nil {
-		t.Fatal(err)
-	}
+	run := createPRRun(t, db, "q-1")
 	post := func(text string, opts ...engine.Option) *engine.Interaction {
 		q := map[string]any{engine.QuestionKey: text}
 		if len(opts) > 0 {
@@ -247,15 +241,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 // Progress reaches the status comment at most once per StatusEvery per
 // run; a run whose status did not change costs no edit.
 func TestRelayProgressPace(t *testing.T) {
-	db := openStore(t)
+	db, fake := prWorld(t)
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
-	run := &engine.Run{ID: "p-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
-	if err := db.CreateRun(ctx, run, nil); err != nil {
-		t.Fatal(err)
-	}
+	run := createPRRun(t, db, "p-1")
 	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	relay.now = func() time.Time { return clock }
@@ -297,10 +285,8 @@ func TestRelayProgressPace(t *testing.T) {
 // An App without the Checks permission still gets its status comments;
 // the refused check runs fail no outbox row.
 func TestRelayWithoutChecksPermission(t *testing.T) {
-	db := openStore(t)
+	db, fake := prWorld(t)
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
 	fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.Contains(r.URL.Path, "check-runs") {
 			w.Header().Set("Content-Type", "application/json")
@@ -310,11 +296,7 @@ func TestRelayWithoutChecksPermission(t *testing.T) {
 		}
 		return false
 	})
-	run := &engine.Run{ID: "nc-1", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
-	if err := db.CreateRun(ctx, run, nil); err != nil {
-		t.Fatal(err)
-	}
+	createPRRun(t, db, "nc-1")
 	NewRelay(db, fakeCommenter(fake), testLog(t)).Drain(ctx)
 	if n := len(fake.BotComments(7, Marker("status-nc-1"))); n != 1 {
 		t.Errorf("%d status comments, want 1", n)
@@ -350,4 +332,27 @@ func TestProgressFold(t *testing.T) {
 	if !slices.Equal(mid.current(), []string{"a", "c", "d"}) {
 		t.Errorf("current %v, want a, c, d in the order first started", mid.current())
 	}
+}
+
+// prWorld is a store and a fake GitHub serving acme/app with PR 7 at
+// head abc1234def.
+func prWorld(tb testing.TB) (*store.DB, *fakegithub.Server) {
+	db, err := store.Open(tb.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	fake := fakegithub.New(tb, "acme", "app")
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
+	return db, fake
+}
+
+// createPRRun stores a running run of "review" started from acme/app#7.
+func createPRRun(tb testing.TB, db *store.DB, id string) *engine.Run {
+	run := &engine.Run{ID: id, Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
+		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+	if err := db.CreateRun(context.Background(), run, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return run
 }

@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,48 @@ func TestBlockingAnswerRetriedIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := cs.comments[len(cs.comments)-1].GetBody()
-	if strings.Contains(last, "was not used") {
+	if strings.Contains(last, "was not used") || !strings.Contains(last, "answer to `Q3` recorded.") {
 		t.Errorf("the retried delivery denies the answer it recorded:\n%s", last)
 	}
-	_ = engine.KindBlocking
+}
+
+// racingRuns answers an interaction as pending on its first read, and as
+// answered (by the answer the store already holds) afterwards: the same
+// comment handled twice at once, by the worker and by the start-up
+// reconciliation.
+type racingRuns struct {
+	*fakeRuns
+	reads int
+}
+
+func (r *racingRuns) Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error) {
+	ix, err := r.fakeRuns.Interaction(ctx, runID, id)
+	if err != nil {
+		return nil, err
+	}
+	r.reads++
+	if r.reads == 1 {
+		return ix, nil
+	}
+	answered := *ix
+	answered.Answers = map[string]any{engine.QuestionKey: "MIT"}
+	answered.AnsweredAt, answered.AnsweredBy, answered.Via = time.Now(), "ana", "github"
+	return &answered, nil
+}
+
+// Lost the race to store the answer to the same answer from the same
+// person: taken (👍), not "already answered".
+func TestSameAnswerRaceIsTaken(t *testing.T) {
+	h, cs, runs := newHandler(t, handlerConfig)
+	h.Runs = &racingRuns{fakeRuns: runs}
+	runs.answers = []engine.AnswerRequest{{RunID: "r1", InteractionID: "r1_ask_async_1", Text: "MIT", By: "ana", Via: "github"}}
+	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion answer Q1 MIT")); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.comments[0].GetBody(); !strings.Contains(got, "answer to `Q1` recorded.") {
+		t.Errorf("reply = %q, want the answer taken", got)
+	}
+	if !slices.Contains(cs.reactions, "1001:+1") {
+		t.Errorf("reactions %v, want 👍", cs.reactions)
+	}
 }

@@ -24,21 +24,7 @@ import (
 // owner's socket; the last one resumes the run by itself and the agent's
 // await_answers call receives both answers.
 func TestClawAwaitToolThroughTheCLI(t *testing.T) {
-	hasResult := true
-	script := &fakellm.Script{Turns: []fakellm.Turn{
-		{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
-			{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
-			{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
-		}},
-		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
-		{Name: "draft", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &hasResult}, Text: `{"draft": "README under MIT", "open_questions": []}`},
-		{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
-	}}
-	fake := fakellm.New(script, fakellm.Options{})
-	srv := httptest.NewServer(fake.Handler())
-	defer srv.Close()
-	t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
-	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	fake := awaitReadmeModel(t)
 
 	st := filepath.Join(t.TempDir(), "st")
 	pr, pw := io.Pipe()
@@ -229,21 +215,7 @@ func clip(s string) string {
 // leave no question open resume the run paused on await_answers (serve's
 // answer hook), and it finishes with both answers.
 func TestServeAnswersResumeAwaitingRun(t *testing.T) {
-	hasResult := true
-	script := &fakellm.Script{Turns: []fakellm.Turn{
-		{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
-			{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
-			{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
-		}},
-		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
-		{Name: "draft", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &hasResult}, Text: `{"draft": "README under MIT", "open_questions": []}`},
-		{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
-	}}
-	fake := fakellm.New(script, fakellm.Options{})
-	srv := httptest.NewServer(fake.Handler())
-	defer srv.Close()
-	t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
-	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	awaitReadmeModel(t)
 	t.Setenv("ITERION_API_TOKEN", "tok")
 	st := filepath.Join(t.TempDir(), "st")
 	t.Chdir("../..") // serve takes workflow paths relative to its directory
@@ -256,12 +228,7 @@ func TestServeAnswersResumeAwaitingRun(t *testing.T) {
 		pw.Close()
 		done <- code
 	}()
-	sc := bufio.NewScanner(pr)
-	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
-		t.Fatalf("serve did not start: %q", sc.Text())
-	}
-	go io.Copy(io.Discard, pr)
-	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	base := listenAddr(t, pr)
 	call := func(method, path, body string) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -301,4 +268,26 @@ func TestServeAnswersResumeAwaitingRun(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Errorf("serve exited %d", code)
 	}
+}
+
+// awaitReadmeModel serves, as the Anthropic API, the README drafter of
+// examples/async-questions that posts two questions and calls the
+// await_answers tool, then the finisher.
+func awaitReadmeModel(t *testing.T) *fakellm.Server {
+	hasResult := true
+	script := &fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{Name: "ask_user_async", Input: map[string]any{"question": "Which licence?"}},
+			{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
+		}},
+		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Name: "draft", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &hasResult}, Text: `{"draft": "README under MIT", "open_questions": []}`},
+		{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
+	}}
+	fake := fakellm.New(script, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	return fake
 }
