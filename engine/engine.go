@@ -75,7 +75,7 @@ type Engine struct {
 	failAt   func(string)
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running map[string]*execution
 }
 
 // New returns an Engine.
@@ -83,7 +83,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
-		bell: newDoorbell(), running: map[string]context.CancelFunc{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
+		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 	}
 	if e.failAt == nil {
 		e.failAt = func(string) {}
@@ -160,8 +160,19 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	return e.drive(ctx, w, run, ck, req.WorkDir)
 }
 
+// execution is a run executing in this process. mu serializes a Stop's
+// request with the executor's exit, so a stop recorded while the run
+// executes is always honoured by the executor or by its exit.
+type execution struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	exited bool
+}
+
 // register marks a run as executing in this process from now on, so
-// Cancel reaches it; done unregisters it.
+// Cancel and Stop reach it. done, called when the executor returns,
+// honours a stop recorded meanwhile that the run did not end on (it
+// paused, or returned on an error) and unregisters it.
 func (e *Engine) register(ctx context.Context, runID string) (context.Context, func(), error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -169,35 +180,47 @@ func (e *Engine) register(ctx context.Context, runID string) (context.Context, f
 		return nil, nil, fmt.Errorf("run %s is executing in this process", runID)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	e.running[runID] = cancel
+	x := &execution{cancel: cancel}
+	e.running[runID] = x
 	return ctx, func() {
 		cancel()
+		x.mu.Lock()
+		x.exited = true
+		if _, err := e.endIfStopped(context.WithoutCancel(ctx), runID); err != nil {
+			e.log.Error("ending a stopped run", "run", runID, "err", err)
+		}
+		x.mu.Unlock()
 		e.mu.Lock()
 		delete(e.running, runID)
 		e.mu.Unlock()
 	}, nil
 }
 
-// Cancel stops a run executing in this process. It reports whether the
-// run was running here.
+// Cancel asks a run executing in this process to stop, and returns at
+// once. It reports whether the run was executing here; the run may still
+// commit the status it was already writing. Stop is the acknowledged form.
 func (e *Engine) Cancel(runID string) bool {
 	e.mu.Lock()
-	cancel, ok := e.running[runID]
+	x, ok := e.running[runID]
 	e.mu.Unlock()
 	if ok {
-		cancel()
+		x.cancel()
 	}
 	return ok
 }
 
-// Stop ends a run that is not over: one executing in this process is
-// cancelled as Cancel does (it stops at once and records itself
-// cancelled); one paused or interrupted is marked cancelled in the store,
-// synced, with the outbox row that tells its channels. It reports whether
-// the run was stopped; a run already over is left as it is.
+// Stop ends a run that is not over, and reports whether it did. When it
+// returns true the stop is durable. A run paused or interrupted and not
+// executing is stored cancelled, synced, with the outbox row that tells
+// its channels. A run executing in this process is marked in the store
+// (RequestStop) and cancelled: from then on the store refuses it any end
+// but cancelled, so a run already past its last check cannot commit
+// finished, its executor's exit ends it cancelled if it paused meanwhile,
+// and a crash before it ends leaves a run that recovery ends cancelled. A
+// run already over is left as it is (false).
 func (e *Engine) Stop(ctx context.Context, runID, reason string) (bool, error) {
-	// A run starting meanwhile takes the lease (a newer generation): look
-	// again, and cancel it as an executing run then.
+	// A run starting or resuming meanwhile takes the lease (a newer
+	// generation): look again, and stop it as an executing run then.
 	for attempt := 0; ; attempt++ {
 		stopped, err := e.stop(ctx, runID, reason)
 		if !errors.Is(err, ErrStaleOwner) || attempt == 3 {
@@ -207,7 +230,22 @@ func (e *Engine) Stop(ctx context.Context, runID, reason string) (bool, error) {
 }
 
 func (e *Engine) stop(ctx context.Context, runID, reason string) (bool, error) {
-	if e.Cancel(runID) {
+	e.mu.Lock()
+	x, executing := e.running[runID]
+	e.mu.Unlock()
+	if executing {
+		x.mu.Lock() // held across the request: the executor's exit waits
+		defer x.mu.Unlock()
+	}
+	if executing && !x.exited {
+		run, err := e.store.RequestStop(ctx, runID, reason)
+		if err != nil {
+			return false, err
+		}
+		if run.StopRequested == "" {
+			return false, nil // over already
+		}
+		x.cancel()
 		return true, nil
 	}
 	run, err := e.store.Run(ctx, runID)
@@ -217,20 +255,40 @@ func (e *Engine) stop(ctx context.Context, runID, reason string) (bool, error) {
 	if run.Status.Terminal() || run.Status == StatusFailedResumable {
 		return false, nil
 	}
-	now := e.now()
-	c := Change{
-		RunID: run.ID, Generation: run.Generation, Status: StatusCancelled, FailureCode: CodeCancelled, Error: reason,
-		Events: []Event{{Type: EventRunCancelled, Time: now, Data: map[string]any{"reason": reason}}},
-		Outbox: []OutboxRow{{Kind: OutboxRunFailed, RunID: run.ID, Payload: mustJSON(map[string]any{"status": string(StatusCancelled), "failure_code": CodeCancelled, "error": reason})}},
-		Sync:   true,
-	}
-	if len(run.Channels) == 0 {
-		c.Outbox = nil
-	}
-	if err := e.store.Commit(ctx, c); err != nil {
+	// Paused, or interrupted (its executor died).
+	if err := e.store.Commit(ctx, cancelChange(run, reason)); err != nil {
 		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
 	}
 	return true, nil
+}
+
+// endIfStopped stores the run cancelled when a stop is recorded on it, and
+// reports whether it did.
+func (e *Engine) endIfStopped(ctx context.Context, runID string) (bool, error) {
+	run, err := e.store.Run(ctx, runID)
+	if err != nil || run.StopRequested == "" {
+		return false, err
+	}
+	if err := e.store.Commit(ctx, cancelChange(run, run.StopRequested)); err != nil {
+		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
+	}
+	e.log.Info("run ended", "run", runID, "status", StatusCancelled, "code", CodeCancelled)
+	return true, nil
+}
+
+// cancelChange ends run cancelled for reason, synced, with the event and
+// the outbox row that tell its channels.
+func cancelChange(run *Run, reason string) Change {
+	c := Change{
+		RunID: run.ID, Generation: run.Generation, Status: StatusCancelled, FailureCode: CodeCancelled, Error: reason,
+		Events: []Event{{Type: EventRunCancelled, Data: map[string]any{"reason": reason}}},
+		Sync:   true,
+	}
+	if len(run.Channels) > 0 {
+		c.Outbox = []OutboxRow{{Kind: OutboxRunFailed, RunID: run.ID, Channels: run.Channels,
+			Payload: mustJSON(map[string]any{"status": string(StatusCancelled), "failure_code": CodeCancelled, "error": reason})}}
+	}
+	return c
 }
 
 // ResolveVars turns the vars given on a command line (text) into typed

@@ -50,6 +50,10 @@ func failf(code, format string, args ...any) error {
 // errPaused reports that the run paused for a human; the pause is stored.
 var errPaused = errors.New("run paused")
 
+// errStopped reports that a status change met an acknowledged Stop and the
+// run was stored cancelled instead.
+var errStopped = errors.New("run stopped")
+
 // drive executes a run from its checkpoint until it stops, and returns the
 // run as stored.
 func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string) (*Run, error) {
@@ -64,6 +68,10 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		return acquired, nil
 	}
 	run = acquired
+	if run.StopRequested != "" {
+		// A stop acknowledged before a crash, or before this resume.
+		return e.stoppedRun(context.WithoutCancel(ctx), run.ID)
+	}
 
 	if workdir == "" {
 		if workdir, err = os.Getwd(); err != nil {
@@ -81,7 +89,7 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 			return rs.finish(context.WithoutCancel(ctx), StatusFailed, CodeFailNode, "workflow reached fail node")
 		}
 		if ctx.Err() != nil {
-			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, "run cancelled")
+			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, rs.stopReason(ctx))
 		}
 		n := w.Node(next)
 		if n == nil {
@@ -107,8 +115,10 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 		case errors.Is(err, errPaused):
 			log.Info("run paused", "node", n.ID)
 			return e.store.Run(context.WithoutCancel(ctx), run.ID)
+		case errors.Is(err, errStopped):
+			return e.store.Run(context.WithoutCancel(ctx), run.ID)
 		case ctx.Err() != nil:
-			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, "run cancelled")
+			return rs.finish(context.WithoutCancel(ctx), StatusCancelled, CodeCancelled, rs.stopReason(ctx))
 		}
 		var nf *nodeFailure
 		if errors.As(err, &nf) {
@@ -238,8 +248,15 @@ func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error 
 	if err != nil {
 		return err
 	}
+	queued := events[:len(events)-len(c.Events)]
 	c.RunID, c.Generation, c.Checkpoint, c.Events = rs.run.ID, rs.run.Generation, b, events
 	if err := rs.e.store.Commit(context.WithoutCancel(ctx), c); err != nil {
+		if errors.Is(err, ErrStopRequested) && c.Status != StatusCancelled {
+			// An acknowledged Stop wins over the end or pause this change
+			// would have stored: the run ends cancelled, and the events
+			// queued before this change are kept.
+			return rs.endStopped(ctx, b, queued)
+		}
 		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
 	}
 	if rs.e.onEvent != nil {
@@ -248,6 +265,34 @@ func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error 
 		}
 	}
 	return nil
+}
+
+// endStopped stores the run cancelled for the Stop recorded on it, with
+// checkpoint and the queued events, and returns errStopped. The caller
+// holds commitMu.
+func (rs *runState) endStopped(ctx context.Context, checkpoint []byte, queued []Event) error {
+	c := cancelChange(rs.run, rs.stopReason(ctx))
+	c.Checkpoint = checkpoint
+	c.Events = append(queued, rs.event(c.Events[0]))
+	if err := rs.e.store.Commit(context.WithoutCancel(ctx), c); err != nil {
+		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
+	}
+	if rs.e.onEvent != nil {
+		for _, ev := range c.Events {
+			rs.e.onEvent(ev)
+		}
+	}
+	rs.e.log.Info("run ended", "run", rs.run.ID, "status", StatusCancelled, "code", CodeCancelled)
+	return errStopped
+}
+
+// stopReason is the reason of the Stop recorded on the run, or a plain
+// "run cancelled" when the run was cancelled otherwise.
+func (rs *runState) stopReason(ctx context.Context) string {
+	if run, err := rs.e.store.Run(context.WithoutCancel(ctx), rs.run.ID); err == nil && run.StopRequested != "" {
+		return run.StopRequested
+	}
+	return "run cancelled"
 }
 
 // finish ends the run with status, writes the outbox row the outside world
@@ -266,6 +311,9 @@ func (rs *runState) finish(ctx context.Context, status Status, code, msg string)
 	c := Change{Status: status, FailureCode: code, Error: msg, Events: []Event{rs.event(ev)}, Sync: true}
 	c.Outbox = rs.outbox(kind, "", map[string]any{"status": string(status), "failure_code": code, "error": msg})
 	if err := rs.commit(ctx, c); err != nil {
+		if errors.Is(err, errStopped) {
+			return rs.e.store.Run(context.WithoutCancel(ctx), rs.run.ID)
+		}
 		return nil, err
 	}
 	rs.e.log.Info("run ended", "run", rs.run.ID, "status", status, "code", code)
@@ -524,6 +572,9 @@ func (rs *runState) fanOut(ctx context.Context, router *dsl.Node, out map[string
 	var failed []any
 	var firstErr error
 	for _, r := range results {
+		if errors.Is(r.err, errStopped) {
+			return "", nil, r.err // the run is stored cancelled already
+		}
 		if r.err != nil {
 			failed = append(failed, map[string]any{"branch": r.id, "error": r.err.Error()})
 			if firstErr == nil && !errors.Is(r.err, context.Canceled) {

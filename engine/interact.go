@@ -114,6 +114,11 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if run, err = e.store.Acquire(sctx, req.RunID, e.owner); err != nil {
 		return nil, fmt.Errorf("resuming run %s: %w", req.RunID, err)
 	}
+	if run.StopRequested != "" {
+		// A stop acknowledged before a crash or before this resume: the
+		// run ends cancelled instead of running on.
+		return e.stoppedRun(sctx, run.ID)
+	}
 	if req.Expect != "" && run.Status != req.Expect {
 		return nil, fmt.Errorf("run %s is %s, no longer %s: %w", run.ID, run.Status, req.Expect, ErrStatusChanged)
 	}
@@ -140,12 +145,23 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	}
 	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
 	if err := e.store.Commit(sctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
+		if errors.Is(err, ErrStopRequested) {
+			return e.stoppedRun(sctx, run.ID) // a Stop won the race
+		}
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	if req.Recorded != nil {
 		req.Recorded()
 	}
 	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
+}
+
+// stoppedRun ends a run that a Stop was recorded on and returns it.
+func (e *Engine) stoppedRun(ctx context.Context, runID string) (*Run, error) {
+	if _, err := e.endIfStopped(ctx, runID); err != nil {
+		return nil, err
+	}
+	return e.store.Run(ctx, runID)
 }
 
 // AwaitReady reports whether a run paused on the await_answers tool can

@@ -26,8 +26,16 @@ type Store interface {
 	// incremented, so writes of any earlier owner are refused from now on.
 	Acquire(ctx context.Context, runID, owner string) (*Run, error)
 	// Commit applies one state change of a run atomically. It fails with
-	// ErrStaleOwner unless the stored generation is c.Generation.
+	// ErrStaleOwner unless the stored generation is c.Generation, and with
+	// ErrStopRequested when c.Status is set to anything but cancelled on a
+	// run with a stop requested. Setting cancelled clears the request.
 	Commit(ctx context.Context, c Change) error
+	// RequestStop records durably, in one synced transaction, that a run
+	// must end cancelled with reason, and returns the run as stored after
+	// it. A run that is over (terminal or failed_resumable) is returned
+	// unchanged, StopRequested empty; a run already marked keeps its first
+	// reason. The status is not changed: the run's executor ends it.
+	RequestStop(ctx context.Context, runID, reason string) (*Run, error)
 	// Checkpoint returns the run's last checkpoint, nil when there is none.
 	Checkpoint(ctx context.Context, runID string) ([]byte, error)
 

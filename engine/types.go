@@ -97,6 +97,11 @@ type Run struct {
 	// generation it holds, and a stale owner's writes are refused.
 	Owner      string    `json:"owner,omitempty"`
 	Generation int64     `json:"generation"`
+	// StopRequested, when set, is the reason of an acknowledged Stop that
+	// the run's executor has not yet honoured: the run may only end
+	// cancelled (a Commit of any other status fails with
+	// ErrStopRequested). Ending cancelled clears it.
+	StopRequested string `json:"stop_requested,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
@@ -281,6 +286,9 @@ var (
 	ErrStaleOwner      = errors.New("run is owned by a newer owner")
 	ErrRunEnded        = errors.New("the run has ended; its questions can no longer be answered")
 	ErrStatusChanged   = errors.New("the run's status changed")
+	// ErrStopRequested refuses a run's status change other than cancelled
+	// once a Stop was acknowledged for it.
+	ErrStopRequested = errors.New("a stop was requested for the run")
 )
 
 // AlreadyAnsweredError says who answered a question first.

@@ -32,6 +32,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) engine.Store) {
 		{"Runs", testRuns},
 		{"Acquire", testAcquire},
 		{"CommitStatus", testCommitStatus},
+		{"RequestStop", testRequestStop},
 		{"CommitCheckpoint", testCommitCheckpoint},
 		{"CommitInteractions", testCommitInteractions},
 		{"PostQuestion", testPostQuestion},
@@ -375,6 +376,45 @@ func testCommitStatus(t *testing.T, s engine.Store) {
 		if got.UpdatedAt.Before(run.UpdatedAt) {
 			t.Errorf("%s: UpdatedAt=%v went back from %v", step.name, got.UpdatedAt, run.UpdatedAt)
 		}
+	}
+}
+
+// A stop requested on a run that is not over holds until the run ends
+// cancelled: every other status is refused, checkpoints still land, the
+// first reason is kept; a run that is over is left as it is.
+func testRequestStop(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	run := mustCreateRun(t, s, "r-stop", 0)
+	got, err := s.RequestStop(ctx, run.ID, "cancelled by ana")
+	if err != nil || got.StopRequested != "cancelled by ana" || got.Status != engine.StatusRunning {
+		t.Fatalf("RequestStop = %+v, %v; want the run still running, marked", got, err)
+	}
+	if again, err := s.RequestStop(ctx, run.ID, "superseded"); err != nil || again.StopRequested != "cancelled by ana" {
+		t.Errorf("second RequestStop = %+v, %v; want the first reason kept", again, err)
+	}
+	for _, st := range []engine.Status{engine.StatusFinished, engine.StatusPausedWaitingHuman, engine.StatusFailed, engine.StatusFailedResumable, engine.StatusRunning} {
+		err := s.Commit(ctx, engine.Change{RunID: run.ID, Generation: run.Generation, Status: st})
+		if !errors.Is(err, engine.ErrStopRequested) {
+			t.Errorf("Commit(%s) after RequestStop: err=%v, want ErrStopRequested", st, err)
+		}
+	}
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: []byte(`{"n":1}`)})
+	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusCancelled, FailureCode: engine.CodeCancelled, Error: "cancelled by ana", Sync: true})
+	got, err = s.Run(ctx, run.ID)
+	if err != nil || got.Status != engine.StatusCancelled || got.StopRequested != "" {
+		t.Fatalf("after the cancelled commit: %+v, %v; want cancelled with the request cleared", got, err)
+	}
+	// Over: nothing is marked, and its status stays.
+	if over, err := s.RequestStop(ctx, run.ID, "late"); err != nil || over.StopRequested != "" || over.Status != engine.StatusCancelled {
+		t.Errorf("RequestStop on a cancelled run = %+v, %v; want it unchanged", over, err)
+	}
+	done := mustCreateRun(t, s, "r-stop-done", 0)
+	mustCommit(t, s, engine.Change{RunID: done.ID, Generation: done.Generation, Status: engine.StatusFinished})
+	if over, err := s.RequestStop(ctx, done.ID, "late"); err != nil || over.StopRequested != "" || over.Status != engine.StatusFinished {
+		t.Errorf("RequestStop on a finished run = %+v, %v; want it unchanged", over, err)
+	}
+	if _, err := s.RequestStop(ctx, "r-missing", "x"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("RequestStop on a missing run: err=%v, want ErrNotFound", err)
 	}
 }
 

@@ -115,6 +115,31 @@ func (db *DB) Acquire(ctx context.Context, runID, owner string) (*engine.Run, er
 	return run, nil
 }
 
+// RequestStop marks a run that is not over to end cancelled; see
+// engine.Store.
+func (db *DB) RequestStop(ctx context.Context, runID, reason string) (*engine.Run, error) {
+	if reason == "" {
+		reason = "stopped"
+	}
+	var run *engine.Run
+	err := db.update(ctx, true, func(txn *tx) error {
+		var err error
+		if run, err = getRun(txn, runID); err != nil {
+			return err
+		}
+		if run.Status.Terminal() || run.Status == engine.StatusFailedResumable || run.StopRequested != "" {
+			return nil
+		}
+		run.StopRequested = reason
+		run.UpdatedAt = db.now()
+		return put(txn, runKey(runID), run)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("requesting a stop of run %s: %w", runID, err)
+	}
+	return run, nil
+}
+
 // checkOwner refuses a write that names a generation other than the run's.
 func checkOwner(run *engine.Run, generation int64) error {
 	if run.Generation != generation {
@@ -163,6 +188,12 @@ func (db *DB) Commit(ctx context.Context, c engine.Change) error {
 			return err
 		}
 		now := db.now()
+		if c.Status != "" && run.StopRequested != "" {
+			if c.Status != engine.StatusCancelled {
+				return fmt.Errorf("setting %s: %w (%s)", c.Status, engine.ErrStopRequested, run.StopRequested)
+			}
+			run.StopRequested = ""
+		}
 		if c.Status != "" {
 			wasTerminal := run.Status.Terminal()
 			run.Status = c.Status

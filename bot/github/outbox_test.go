@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -168,7 +169,7 @@ func TestRelayQuestions(t *testing.T) {
 		t.Fatal(err)
 	}
 	relay.Drain(ctx)
-	q1 := fake.BotComments(7, "**Question Q1**")[0]
+	q1 := oneBotComment(t, fake, 7, "**Question Q1**")
 	if !strings.Contains(q1.Body, "✅ Answered by `ana` via slack:\n\n> MIT") || strings.Contains(q1.Body, "To answer") || q1.Edits != 1 {
 		t.Errorf("answered question comment (%d edits):\n%s", q1.Edits, q1.Body)
 	}
@@ -241,14 +242,17 @@ func (w tWriter) Write(p []byte) (int, error) {
 // Progress reaches the status comment at most once per StatusEvery per
 // run; a run whose status did not change costs no edit.
 func TestRelayProgressPace(t *testing.T) {
-	db, fake := prWorld(t)
+	// The relay and the store read one clock: outbox rows are due, and
+	// progress is paced, by the same time.
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	db, fake := prWorldAt(t, now)
 	ctx := context.Background()
 	run := createPRRun(t, db, "p-1")
 	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
-	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	relay.now = func() time.Time { return clock }
+	relay.now = now
 	relay.Drain(ctx) // run_started: the status comment
-	edits := func() int { return fake.BotComments(7, Marker("status-p-1"))[0].Edits }
+	edits := func() int { return oneBotComment(t, fake, 7, Marker("status-p-1")).Edits }
 	base := edits()
 	step := func(node string) {
 		t.Helper()
@@ -270,7 +274,7 @@ func TestRelayProgressPace(t *testing.T) {
 	if edits() != base+1 {
 		t.Fatalf("%d edits after StatusEvery, want 1", edits()-base)
 	}
-	if body := fake.BotComments(7, Marker("status-p-1"))[0].Body; !strings.Contains(body, "2 steps done") {
+	if body := oneBotComment(t, fake, 7, Marker("status-p-1")).Body; !strings.Contains(body, "2 steps done") {
 		t.Errorf("status = %q, want the two steps", body)
 	}
 	// Touched without a change: nothing to edit.
@@ -337,7 +341,12 @@ func TestProgressFold(t *testing.T) {
 // prWorld is a store and a fake GitHub serving acme/app with PR 7 at
 // head abc1234def.
 func prWorld(tb testing.TB) (*store.DB, *fakegithub.Server) {
-	db, err := store.Open(tb.TempDir(), store.Options{SmallMemory: true})
+	return prWorldAt(tb, nil)
+}
+
+// prWorldAt is prWorld with the store on clock (nil means the real one).
+func prWorldAt(tb testing.TB, clock func() time.Time) (*store.DB, *fakegithub.Server) {
+	db, err := store.Open(tb.TempDir(), store.Options{SmallMemory: true, Clock: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -355,4 +364,19 @@ func createPRRun(tb testing.TB, db *store.DB, id string) *engine.Run {
 		tb.Fatal(err)
 	}
 	return run
+}
+
+// oneBotComment is the one bot comment on pr that contains substr; the test
+// fails, saying what it found, when there is not exactly one.
+func oneBotComment(tb testing.TB, fake *fakegithub.Server, pr int, substr string) fakegithub.Comment {
+	tb.Helper()
+	found := fake.BotComments(pr, substr)
+	if len(found) != 1 {
+		var bodies []string
+		for _, c := range fake.Comments(pr) {
+			bodies = append(bodies, fmt.Sprintf("%q", c.Body))
+		}
+		tb.Fatalf("%d bot comments on #%d contain %q, want 1; the PR has: %s", len(found), pr, substr, strings.Join(bodies, ", "))
+	}
+	return found[0]
 }
