@@ -95,16 +95,16 @@ type Run struct {
 	Channels []string `json:"channels,omitempty"`
 	// Owner and Generation are the owner lease: every write names the
 	// generation it holds, and a stale owner's writes are refused.
-	Owner      string    `json:"owner,omitempty"`
-	Generation int64     `json:"generation"`
+	Owner      string `json:"owner,omitempty"`
+	Generation int64  `json:"generation"`
 	// StopRequested, when set, is the reason of an acknowledged Stop that
 	// the run's executor has not yet honoured: the run may only end
 	// cancelled (a Commit of any other status fails with
 	// ErrStopRequested). Ending cancelled clears it.
-	StopRequested string `json:"stop_requested,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	StopRequested string    `json:"stop_requested,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
 }
 
 // InteractionKind tells a blocking pause from an async question and from
