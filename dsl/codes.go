@@ -64,8 +64,9 @@ const (
 	// directive in a profile 2 file, where escapes are always decoded.
 	ErrStrictEscapeInProfile2 Code = "E042"
 	// ErrUnsupported (E090): an upstream construct (subbot, group, import,
-	// mcp_server, sandbox:, foreach loops, …) that this implementation parses
-	// but does not run. It is an error so nothing is silently ignored.
+	// mcp_server, foreach loops, sandbox build: and mounts:, …) that this
+	// implementation parses but does not run. It is an error so nothing is
+	// silently ignored.
 	ErrUnsupported Code = "E090"
 	// ErrTooLarge (E091): the file exceeds MaxFileSize.
 	ErrTooLarge Code = "E091"
@@ -179,6 +180,16 @@ const (
 	DuplicateNode Code = "C041"
 	// ReservedNode (C042): a node named done or fail.
 	ReservedNode Code = "C042"
+	// BadSandbox (C044): a sandbox: declaration whose mode is not one of
+	// auto, none, bwrap, docker, host (or, in a block, inline), or whose
+	// parts contradict it: image: and build: together, image: with a driver
+	// other than docker, a block without mode: (so mode: inline) and no
+	// image:.
+	//	sandbox: podman       ← C044: the modes are auto, none, bwrap, docker, host, or a block
+	BadSandbox Code = "C044"
+	// C045 is reserved by upstream iterion in the sandbox band; it is not
+	// reported.
+
 	// BadCost (C046): a negative max_cost_usd.
 	BadCost Code = "C046"
 	// PresetUnknownVar (C070): a preset sets an undeclared var.
@@ -199,6 +210,11 @@ const (
 	EnumNotString Code = "C125"
 	// DefaultNotInEnum (C126): a default outside its enum.
 	DefaultNotInEnum Code = "C126"
+	// SandboxOnHost (C128, warning): sandbox: none (or host) runs the
+	// processes on the host, with the server's view of the machine; iterion
+	// serve refuses such a file unless its operator allows host sandboxes.
+	//	sandbox: none         ← C128
+	SandboxOnHost Code = "C128"
 	// UnknownLoop (C147, warning): {{loop.X…}} where no edge declares loop
 	// X, or a member loops do not have; it reads as empty.
 	UnknownLoop Code = "C147"

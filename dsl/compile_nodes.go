@@ -24,6 +24,10 @@ func (c *compiler) compileNodes() {
 			}
 		}
 		c.commonProps(n, props)
+		if n.Kind == NodeAgent || n.Kind == NodeJudge || n.Kind == NodeTool {
+			owner := fmt.Sprintf("%s %q", n.Kind, n.ID)
+			n.Sandbox = c.sandboxDecl(props["sandbox"], owner, "the processes of "+owner)
+		}
 		switch n.Kind {
 		case NodeAgent, NodeJudge:
 			n.LLM = c.llmProps(n, d, props)

@@ -164,6 +164,7 @@ var implementedCodes = []Code{
 	PresetUnknownVar, PresetType, DuplicatePreset, VarDefaultType, UnknownLoop, UnknownRunMember,
 	BadTimeout, ManyElse, ElseAndDefault, EnumNotString, DefaultNotInEnum, EventMissing, WaitTimeout,
 	DanglingEvent, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend,
+	BadSandbox, SandboxOnHost,
 }
 
 // TestExamples validates the shipped examples: they must compile clean.

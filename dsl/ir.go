@@ -59,6 +59,10 @@ type Workflow struct {
 	Edges []*Edge
 	// Loops are the declared loops, in order of first use.
 	Loops []*Loop
+	// Sandbox is the workflow's sandbox: declaration, which every node
+	// without one of its own runs in; nil leaves the choice to the server's
+	// configured driver. See SandboxFor.
+	Sandbox *Sandbox
 
 	nodes   map[string]*Node
 	schemas map[string]*Schema
@@ -83,6 +87,18 @@ func (w *Workflow) Var(name string) *Var { return w.vars[name] }
 
 // Loop returns the loop with the given name, or nil.
 func (w *Workflow) Loop(name string) *Loop { return w.loops[name] }
+
+// SandboxFor returns the sandbox declaration n runs under: its own, else
+// the workflow's, else nil, which means the server's configured driver with
+// the defaults of n's kind. A node's declaration replaces the workflow's as a
+// whole; the two are not merged field by field. Only agents, judges and tools
+// start processes, so only their answer matters.
+func (w *Workflow) SandboxFor(n *Node) *Sandbox {
+	if n != nil && n.Sandbox != nil {
+		return n.Sandbox
+	}
+	return w.Sandbox
+}
 
 // Outgoing returns the edges leaving node id, in source order.
 func (w *Workflow) Outgoing(id string) []*Edge { return w.out[id] }
@@ -397,6 +413,11 @@ type Node struct {
 	AwaitAnswers *AwaitAnswers
 	// Fail is set on fail nodes.
 	Fail *Fail
+
+	// Sandbox is the node's own sandbox: declaration (agents, judges and
+	// tools only); nil inherits the workflow's. Read it through
+	// Workflow.SandboxFor.
+	Sandbox *Sandbox
 }
 
 // LLM is the model-facing configuration of a node.
@@ -482,6 +503,66 @@ type Fail struct {
 	Message *Template
 	// Resumable parks the run as failed_resumable instead of failed.
 	Resumable bool
+}
+
+// SandboxMode is the driver a sandbox: declaration asks for.
+type SandboxMode int
+
+const (
+	// SandboxInvalid is the zero SandboxMode: a declaration whose mode did
+	// not compile. It never appears in a workflow without errors.
+	SandboxInvalid SandboxMode = iota
+	// SandboxAuto is the server's configured driver (sandbox: auto).
+	SandboxAuto
+	// SandboxHost runs processes on the host, without isolation (sandbox:
+	// none or host). The server refuses it unless the operator allows it.
+	SandboxHost
+	// SandboxBwrap runs processes under bubblewrap (sandbox: bwrap).
+	SandboxBwrap
+	// SandboxDocker runs processes in a docker container (sandbox: docker,
+	// or a block with image:), of Sandbox.Image or else the server's image.
+	SandboxDocker
+)
+
+var sandboxModeNames = []string{"invalid", "auto", "host", "bwrap", "docker"}
+
+// String returns the driver's name: auto, host, bwrap or docker.
+func (m SandboxMode) String() string {
+	if int(m) < len(sandboxModeNames) {
+		return sandboxModeNames[m]
+	}
+	return "invalid"
+}
+
+// The values of Sandbox.Network besides "", the default of the node's kind
+// (no network for tool nodes, open for agents and judges).
+const (
+	// SandboxNetworkNone cuts the sandbox off from the network.
+	SandboxNetworkNone = "none"
+	// SandboxNetworkOpen gives the sandbox the network the server has.
+	SandboxNetworkOpen = "open"
+)
+
+// Sandbox is a sandbox: declaration, on the workflow or on a node. It
+// says which of the server's drivers runs the processes and what they get;
+// the mounts, limits and everything else are the operator's, set in the
+// server's configuration, and no workflow file can change them.
+type Sandbox struct {
+	// Mode is the driver.
+	Mode SandboxMode
+	// Image is the docker image, for SandboxDocker; "" means the server's
+	// configured image.
+	Image string
+	// Network is "" (the default for the node kind), SandboxNetworkNone or
+	// SandboxNetworkOpen.
+	Network string
+	// Env is extra environment for the sandboxed processes: literal,
+	// non-secret values (no templates, nothing read from the server's
+	// environment), with names that are valid and not reserved (PATH, HOME,
+	// ITERION_*). nil when none is declared.
+	Env map[string]string
+	// Range is where the declaration is written, for messages.
+	Range Range
 }
 
 // Edge is a directed edge between two nodes (or to done/fail).

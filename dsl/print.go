@@ -180,6 +180,7 @@ func (w *Workflow) String() string {
 		fmt.Fprintf(&b, "  budget branches=%d duration=%s cost_usd=%g tokens=%d warn_tokens=%d iterations=%d\n",
 			w.Budget.MaxParallelBranches, w.Budget.MaxDuration, w.Budget.MaxCostUSD, w.Budget.MaxTokens, w.Budget.WarnTokens, w.Budget.MaxIterations)
 	}
+	printSandbox(&b, "  ", w.Sandbox)
 	for _, v := range w.Vars {
 		fmt.Fprintf(&b, "  var %s %s", v.Name, v.Type)
 		if len(v.Enum) > 0 {
@@ -314,6 +315,25 @@ func printNode(b *strings.Builder, n *Node) {
 		}
 		b.WriteByte('\n')
 	}
+	printSandbox(b, "    ", n.Sandbox)
+}
+
+// printSandbox prints a sandbox declaration on one line; nothing when nil.
+func printSandbox(b *strings.Builder, indent string, s *Sandbox) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(b, "%ssandbox mode=%s", indent, s.Mode)
+	if s.Image != "" {
+		fmt.Fprintf(b, " image=%q", s.Image)
+	}
+	if s.Network != "" {
+		fmt.Fprintf(b, " network=%s", s.Network)
+	}
+	for _, k := range keys(s.Env) {
+		fmt.Fprintf(b, " env.%s=%q", k, s.Env[k])
+	}
+	b.WriteByte('\n')
 }
 
 func printMappings(b *strings.Builder, ms []*Mapping) {

@@ -13,11 +13,11 @@ import (
 
 var llmProps = map[string]bool{
 	"model": true, "backend": true, "input": true, "output": true, "system": true, "user": true,
-	"publish": true, "description": true, "session": true, "interaction": true, "tools": true,
+	"publish": true, "description": true, "session": true, "interaction": true, "tools": true, "sandbox": true,
 	"tool_max_steps": true, "max_tokens": true, "reasoning_effort": true, "timeout": true, "await": true,
 	"fallbacks": false, "provider": false, "command": false, "artifact_labels": false,
 	"interaction_prompt": false, "interaction_model": false, "tool_policy": false, "capabilities": false,
-	"skills": false, "permission": false, "mcp": false, "sandbox": false, "compaction": false,
+	"skills": false, "permission": false, "mcp": false, "compaction": false,
 	"compress": false, "needs": false, "readonly": false, "full_access": false, "images": false,
 	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
 }
@@ -39,9 +39,9 @@ var nodeProps = map[string]map[string]bool{
 	},
 	"tool": {
 		"command": true, "input": true, "output": true, "publish": true, "await": true, "timeout": true,
-		"description": true,
-		"script":      false, "language": false, "action": false, "needs": false, "permission": false,
-		"parallel_safe": false, "sandbox": false, "goal": false, "postcondition": false, "policy": false,
+		"description": true, "sandbox": true,
+		"script": false, "language": false, "action": false, "needs": false, "permission": false,
+		"parallel_safe": false, "goal": false, "postcondition": false, "policy": false,
 		"recovery": false, "artifact_labels": false,
 	},
 	"compute": {
@@ -56,10 +56,10 @@ var nodeProps = map[string]map[string]bool{
 
 var workflowProps = map[string]bool{
 	"entry": true, "default_backend": true, "interaction": true, "budget": true, "vars": true,
-	"description": true,
-	"worktree":    false, "resources": false, "attachments": false, "tool_policy": false,
+	"description": true, "sandbox": true,
+	"worktree": false, "resources": false, "attachments": false, "tool_policy": false,
 	"capabilities": false, "skills": false, "mcp": false, "compaction": false, "compress": false,
-	"permission": false, "allow": false, "ask": false, "deny": false, "sandbox": false,
+	"permission": false, "allow": false, "ask": false, "deny": false,
 	"loop_budget_guard": false, "repo_devbox": false, "workspace_checkpoint": false,
 	"auto_memory": false,
 }
