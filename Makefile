@@ -1,12 +1,22 @@
-# The whole test suite: formatting, vet, and the race-enabled tests.
-# CI runs exactly `make test` (see .ci/run).
+# The whole test suite: what the tests need (installed when missing),
+# formatting, vet, and the race-enabled tests. CI runs exactly `make test`
+# (see .ci/run).
 
 GO ?= go
 
-.PHONY: test vet fmt-check build fuzz
+.PHONY: test vet fmt-check build fuzz deps
 
-test: vet
+test: deps vet
 	$(GO) test -race -count=1 ./...
+
+# deps installs what the tests use for real and the machine lacks:
+# bubblewrap, the default sandbox (Debian's package, as root).
+deps:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" != 0 ]; then echo "bubblewrap is missing: run sudo apt-get install -y bubblewrap"; exit 1; fi; \
+		echo "installing bubblewrap (apt-get install -y bubblewrap)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	fi
 
 vet: fmt-check
 	$(GO) vet ./...
