@@ -19,7 +19,7 @@ var sandboxModes = map[string]SandboxMode{
 	"auto": SandboxAuto, "none": SandboxHost, "host": SandboxHost, "bwrap": SandboxBwrap, "docker": SandboxDocker,
 }
 
-// sandboxModeNames lists the short forms in the order messages give them.
+// sandboxModeList lists the short forms in the order messages give them.
 var sandboxModeList = []string{"auto", "none", "bwrap", "docker", "host"}
 
 // sandboxKeys are the keys of a sandbox block, supported or not.
@@ -119,16 +119,16 @@ func (c *compiler) sandboxMode(v Value, name, owner string, inBlock bool) Sandbo
 // (nil when there is none). Without mode: the block is upstream's mode
 // inline: an image, run here by the docker driver.
 func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, owner string) Value {
-	keys := map[string]*Property{}
+	byKey := map[string]*Property{}
 	for _, e := range entries {
 		k := e.Key
-		if keys[k.Name] != nil {
+		if byKey[k.Name] != nil {
 			if _, isMap := p.Value.(*MapLit); !isMap { // the parser reports a map's duplicates
 				c.errorf(k.Start, k.End, ErrDuplicate, "keep one of them", "duplicate key %q in the sandbox of %s", k.Name, owner)
 			}
 			continue
 		}
-		keys[k.Name] = e
+		byKey[k.Name] = e
 		if !slices.Contains(sandboxKeys, k.Name) {
 			hint := "the sandbox keys are mode, image, network, env and host_state"
 			if near := c.suggest(k.Name, sandboxKeys); near != "" {
@@ -139,7 +139,7 @@ func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, o
 	}
 
 	inline := true
-	if mp := keys["mode"]; mp != nil {
+	if mp := byKey["mode"]; mp != nil {
 		inline = false
 		if name, ok := c.str(mp); ok {
 			if name == "inline" {
@@ -150,7 +150,7 @@ func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, o
 		}
 	}
 
-	image, build := keys["image"], keys["build"]
+	image, build := byKey["image"], byKey["build"]
 	switch {
 	case image != nil && build != nil:
 		c.errorf(build.Key.Start, build.Key.End, BadSandbox,
@@ -160,7 +160,7 @@ func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, o
 		c.refuseSandboxKey(build, owner)
 	}
 	for _, k := range []string{"mounts", "user", "workspace_folder", "post_create"} {
-		if e := keys[k]; e != nil {
+		if e := byKey[k]; e != nil {
 			c.refuseSandboxKey(e, owner)
 		}
 	}
@@ -179,7 +179,7 @@ func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, o
 	case inline && build == nil:
 		at := p.Key
 		hint := `add image: "…", or mode: auto to use the server's driver`
-		if mp := keys["mode"]; mp != nil {
+		if mp := byKey["mode"]; mp != nil {
 			start, end := mp.Value.Span()
 			c.errorf(start, end, BadSandbox, hint, "sandbox mode inline of %s needs image:", owner)
 		} else {
@@ -188,16 +188,16 @@ func (c *compiler) sandboxBlock(sb *Sandbox, p *Property, entries []*Property, o
 		}
 	}
 
-	if np := keys["network"]; np != nil {
+	if np := byKey["network"]; np != nil {
 		sb.Network = c.sandboxNetwork(np, sb.Mode, owner)
 	}
-	if ep := keys["env"]; ep != nil {
+	if ep := byKey["env"]; ep != nil {
 		sb.Env = c.sandboxEnv(ep, owner)
 	}
-	if hp := keys["host_state"]; hp != nil {
+	if hp := byKey["host_state"]; hp != nil {
 		c.hostState(hp, owner)
 	}
-	if mp := keys["mode"]; mp != nil {
+	if mp := byKey["mode"]; mp != nil {
 		return mp.Value
 	}
 	return nil
