@@ -227,7 +227,7 @@ func (c *compiler) sandboxImage(p *Property) string {
 //
 //	network = "none" | "open" | INDENT [ "mode" ":" ( "open" | "none" ) ] DEDENT .
 func (c *compiler) sandboxNetwork(p *Property, mode SandboxMode, owner string) string {
-	const refuseHint = "use network: open, or leave network: out for the default (no network for tool nodes, open for agents and judges)"
+	const refuseHint = "use network: open, or leave network: out for the default (no network)"
 	var entries []*Property
 	switch v := p.Value.(type) {
 	case *StringLit, *WordLit:

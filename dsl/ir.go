@@ -534,8 +534,9 @@ func (m SandboxMode) String() string {
 	return "invalid"
 }
 
-// The values of Sandbox.Network besides "", the default of the node's kind
-// (no network for tool nodes, open for agents and judges).
+// The values of Sandbox.Network besides "", the default: no network for
+// tool nodes and agents' shell tools, while a CLI agent backend, which
+// calls its model API itself, opens it for its own process.
 const (
 	// SandboxNetworkNone cuts the sandbox off from the network.
 	SandboxNetworkNone = "none"
