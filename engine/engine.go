@@ -43,6 +43,11 @@ type Options struct {
 	// order per run, for progress display and live views. It must not
 	// block for long.
 	OnEvent func(Event)
+	// Redactor scrubs the server's secret values from what the engine
+	// stores for people to read (failure messages, events, outbox rows,
+	// questions, node outputs and so artifacts), from the events OnEvent
+	// gets and from Logger's records. nil means nothing is scrubbed.
+	Redactor *Redactor
 	// Failpoint, when set, is called at named points of execution (see
 	// the Failpoint constants); crash tests make it kill the process there.
 	Failpoint func(name string)
@@ -73,6 +78,7 @@ type Engine struct {
 	bell     *doorbell
 	onEvent  func(Event)
 	failAt   func(string)
+	redact   *Redactor
 
 	mu      sync.Mutex
 	running map[string]*execution
@@ -103,6 +109,17 @@ func New(opts Options) *Engine {
 	}
 	if e.defBack == "" {
 		e.defBack = "claw"
+	}
+	if r := opts.Redactor; r != nil {
+		e.redact = r
+		e.store = redactingStore{Store: e.store, r: r}
+		e.log = slog.New(RedactingHandler(e.log.Handler(), r))
+		if on := e.onEvent; on != nil {
+			e.onEvent = func(ev Event) {
+				ev.Data = r.Map(ev.Data)
+				on(ev)
+			}
+		}
 	}
 	return e
 }

@@ -182,6 +182,9 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 			return nil, failf(CodeSchemaValidation, "output does not match schema %s: %v", n.Output.Name, err)
 		}
 	}
+	// A secret a node printed must not reach its artifact, a later
+	// node's input or the checkpoint.
+	out = rs.e.redact.Map(out)
 	rs.record(n, out)
 	data := map[string]any{"output": out, "_duration_ms": rs.e.now().Sub(start).Milliseconds()}
 	rs.emit(Event{Type: EventNodeFinished, NodeID: n.ID, BranchID: branch, Data: data})

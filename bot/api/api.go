@@ -47,6 +47,7 @@ type Server struct {
 	// reports whether the run was resumed.
 	afterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
 	launch      func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
+	redact      *engine.Redactor
 }
 
 // Options configure a Server. Zero fields mean the defaults noted.
@@ -58,6 +59,9 @@ type Options struct {
 	// Launch starts a run for POST /api/runs and returns it as it started
 	// (the run goes on in the background). nil means the route is absent.
 	Launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
+	// Redactor scrubs the server's secrets from every answer's body (run
+	// records, events, questions, errors). nil means nothing is scrubbed.
+	Redactor *engine.Redactor
 }
 
 // LaunchRequest is the body of POST /api/runs.
@@ -75,7 +79,7 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer, launch: opts.Launch}
+	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer, launch: opts.Launch, redact: opts.Redactor}
 }
 
 // Handler returns the API's routes.
@@ -90,7 +94,7 @@ func (s *Server) Handler() http.Handler {
 	if s.launch != nil {
 		mux.HandleFunc("POST /api/runs", s.launchRun)
 	}
-	return mux
+	return scrubBodies(s.redact, mux)
 }
 
 // maxBody bounds request bodies.

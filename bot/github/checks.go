@@ -83,7 +83,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 	}
 	create := gh.CreateCheckRunOptions{
 		Name: name, HeadSHA: sha, ExternalID: gh.String(externalID),
-		Status: gh.String(state.Status), Output: checkOutput(out),
+		Status: gh.String(state.Status), Output: c.checkOutput(out),
 	}
 	if out.DetailsURL != "" {
 		create.DetailsURL = gh.String(out.DetailsURL)
@@ -108,7 +108,7 @@ func (c *Commenter) UpdateCheckRun(ctx context.Context, installationID int64, ow
 	if err := c.pace(ctx, installationID); err != nil {
 		return err
 	}
-	update := gh.UpdateCheckRunOptions{Name: name, Status: gh.String(state.Status), Output: checkOutput(out)}
+	update := gh.UpdateCheckRunOptions{Name: name, Status: gh.String(state.Status), Output: c.checkOutput(out)}
 	if out.DetailsURL != "" {
 		update.DetailsURL = gh.String(out.DetailsURL)
 	}
@@ -123,7 +123,9 @@ func (c *Commenter) UpdateCheckRun(ctx context.Context, installationID int64, ow
 	return nil
 }
 
-func checkOutput(out CheckOutput) *gh.CheckRunOutput {
+// checkOutput is out as GitHub takes it: scrubbed, and cut to its limit.
+func (c *Commenter) checkOutput(out CheckOutput) *gh.CheckRunOutput {
+	out.Title, out.Summary = c.Redactor.String(out.Title), c.Redactor.String(out.Summary)
 	summary := out.Summary
 	if utf8.RuneCountInString(summary) > maxCheckText {
 		r := []rune(summary)

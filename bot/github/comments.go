@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	gh "github.com/google/go-github/v62/github"
+
+	"github.com/iterion-bot/iterion/engine"
 )
 
 // MaxCommentBytes caps a comment body. GitHub's limit is 65,536 and
@@ -46,6 +48,10 @@ type Commenter struct {
 	// Login is the App's own login ("<slug>[bot]"); when set, only its
 	// comments are taken for the bot's (App.Login says it).
 	Login string
+	// Redactor scrubs the server's secrets from every comment and check
+	// run written, whatever wrote it (the relay's status and questions, the
+	// handler's replies). nil means nothing is scrubbed.
+	Redactor *engine.Redactor
 	// wait sleeps for d or until ctx ends; tests replace it to record the
 	// pacing instead of sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -111,7 +117,7 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	if err := c.pace(ctx, installationID); err != nil {
 		return nil, err
 	}
-	text := CommentBody(key, body)
+	text := CommentBody(key, c.Redactor.String(body))
 	cm, resp, err := client.Issues.CreateComment(ctx, owner, repo, pr, &gh.IssueComment{Body: &text})
 	if err != nil {
 		return nil, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
@@ -128,7 +134,7 @@ func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo 
 	if err := c.pace(ctx, installationID); err != nil {
 		return err
 	}
-	text := CommentBody(key, body)
+	text := CommentBody(key, c.Redactor.String(body))
 	_, resp, err := client.Issues.EditComment(ctx, owner, repo, id, &gh.IssueComment{Body: &text})
 	if err != nil {
 		return classify(fmt.Sprintf("editing comment %d on %s/%s", id, owner, repo), resp, err)
