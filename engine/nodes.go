@@ -124,7 +124,10 @@ const maxToolOutput = 4 << 20
 // Stdout that is a JSON object is the output; any other text becomes
 // {result: text}. A non-zero exit fails the node with the tail of stderr.
 func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
-	command, refs := renderCommand(n.Tool.Command, rs.scope(input))
+	command, refs, err := renderCommand(n.Tool.Command, rs.scope(input))
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir = rs.workdir
 	// A minimal environment: the process's own (API keys, tokens) never
@@ -137,7 +140,7 @@ func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any)
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = maxToolOutput, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // children left in the background
 	}

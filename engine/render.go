@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/dsl/expr"
+	"github.com/iterion-bot/iterion/dsl/shell"
 )
 
 // scope is what templates and expressions of one node execution can read:
@@ -128,71 +130,85 @@ func renderValue(t *dsl.Template, s *scope) any {
 	return render(t, s)
 }
 
+// CodeToolFailedPermanent (upstream's TOOL_FAILED_PERMANENT) fails a tool
+// node whose command would evaluate a value that is not a plain number or
+// variable name ($(( … )), [[ … -eq … ]], printf -v, …). Running it again
+// cannot help, so --auto-resume does not retry it.
+const CodeToolFailedPermanent = "TOOL_FAILED_PERMANENT"
+
 // renderCommand renders a tool command without ever splicing a value into
-// the shell text: each reference becomes a variable expansion
-// (${ITERION_REF_n}, quoted as one word for the context it stands in:
-// outside quotes, inside "…" or inside '…'), and the values travel in the
-// returned environment. So $(…), backticks and quotes in a value are inert
-// whatever quotes the author put around the reference. Raw references
-// {{!…}} are spliced verbatim, as the author asked.
-func renderCommand(t *dsl.Template, s *scope) (string, []string) {
+// the shell text: each reference becomes the expansion of a variable,
+// ${ITERION_REF_n}, written for the place it stands in (see dsl/shell), and
+// the values travel in the returned environment. So $(…), backticks and
+// quotes in a value are inert whatever quotes the author put around the
+// reference, and in a script handed to a second shell (bash -c '…', eval)
+// the inner shell expands the variable, never the text of the value.
+// Where the shell evaluates a value (arithmetic, a variable name), the
+// value must be a plain number or name, or the node fails: err is then a
+// node failure. Raw references {{!…}} are spliced verbatim, as the author
+// asked; the scan reads their text as part of the command.
+func renderCommand(t *dsl.Template, s *scope) (string, []string, error) {
 	if t == nil {
-		return "", nil
+		return "", nil, nil
 	}
-	var b strings.Builder
-	var env []string
-	quote := byte(0) // the open quote: 0, '\'' or '"'
+	pieces := make([]shell.Piece, 0, len(t.Parts))
+	var refs []*dsl.Ref
+	var values []string
 	for _, p := range t.Parts {
 		if p.Ref == nil {
-			quote = scanQuotes(p.Literal, quote)
-			b.WriteString(p.Literal)
+			pieces = append(pieces, shell.Piece{Text: p.Literal})
 			continue
 		}
 		v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
-		if v == nil {
-			b.WriteString(p.Ref.String())
-			continue
-		}
-		if p.Ref.Raw {
-			b.WriteString(valueText(v))
-			quote = scanQuotes(valueText(v), quote)
-			continue
-		}
-		name := fmt.Sprintf("ITERION_REF_%d", len(env)+1)
-		env = append(env, name+"="+valueText(v))
-		switch quote {
-		case '"':
-			b.WriteString("${" + name + "}")
-		case '\'':
-			b.WriteString("'\"${" + name + "}\"'")
+		switch {
+		case v == nil:
+			pieces = append(pieces, shell.Piece{Text: p.Ref.String()})
+		case p.Ref.Raw:
+			pieces = append(pieces, shell.Piece{Text: valueText(v)})
 		default:
-			b.WriteString("\"${" + name + "}\"")
+			pieces = append(pieces, shell.Piece{Hole: true})
+			refs = append(refs, p.Ref)
+			values = append(values, valueText(v))
 		}
 	}
-	return b.String(), env
+	uses := shell.Scan(pieces)
+	var b strings.Builder
+	env := make([]string, 0, len(uses))
+	hole := 0
+	for _, p := range pieces {
+		if !p.Hole {
+			b.WriteString(p.Text)
+			continue
+		}
+		u, ref, v := &uses[hole], refs[hole], values[hole]
+		hole++
+		switch u.Check {
+		case shell.CheckNumber:
+			if !shell.IsNumber(v) {
+				return "", nil, failf(CodeToolFailedPermanent, "command: %s is used as a number in %s but its value is not a plain number: %s", ref, u.Context, quoteValue(v))
+			}
+			v = shell.Number(v)
+		case shell.CheckName:
+			if !shell.IsName(v) {
+				return "", nil, failf(CodeToolFailedPermanent, "command: %s is used as a variable name in %s but its value is not a plain name: %s", ref, u.Context, quoteValue(v))
+			}
+		}
+		name := fmt.Sprintf("ITERION_REF_%d", hole)
+		env = append(env, name+"="+v)
+		b.WriteString(u.Render(name))
+	}
+	return b.String(), env, nil
 }
 
-// scanQuotes follows bash quoting through s, starting in state quote, and
-// returns the state at its end.
-func scanQuotes(s string, quote byte) byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote == '\'':
-			if c == '\'' {
-				quote = 0
-			}
-		case c == '\\':
-			i++ // an escaped character, in or out of double quotes
-		case quote == '"':
-			if c == '"' {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		}
+// quoteValue shows a refused value in a message: quoted, escaped, and cut
+// to 60 runes, so a hostile value cannot forge lines or flood the log.
+func quoteValue(v string) string {
+	const max = 60
+	if utf8.RuneCountInString(v) > max {
+		r := []rune(v)
+		return strconv.Quote(string(r[:max])) + "…"
 	}
-	return quote
+	return strconv.Quote(v)
 }
 
 // valueText renders a value for a template: strings as they are, other

@@ -58,7 +58,10 @@ func TestRenderCommandIsInjectionSafe(t *testing.T) {
 		{"after an escaped quote", `printf '%s|' "\" {{vars.name}}"`, "\" " + evil + "|"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmdText, env := renderCommand(compileTemplate(t, tc.cmd), s)
+			cmdText, env, err := renderCommand(compileTemplate(t, tc.cmd), s)
+			if err != nil {
+				t.Fatal(err)
+			}
 			cmd := exec.Command("bash", "-c", cmdText)
 			cmd.Env = append(SafeEnv(nil), env...)
 			out, err := cmd.Output()
@@ -74,8 +77,8 @@ func TestRenderCommandIsInjectionSafe(t *testing.T) {
 		})
 	}
 	// Raw references are the author's explicit choice: verbatim.
-	cmdText, env := renderCommand(compileTemplate(t, "echo {{!vars.name}}"), &scope{vars: map[string]any{"name": "x"}})
-	if cmdText != "echo x" || len(env) != 0 {
+	cmdText, env, err := renderCommand(compileTemplate(t, "echo {{!vars.name}}"), &scope{vars: map[string]any{"name": "x"}})
+	if err != nil || cmdText != "echo x" || len(env) != 0 {
 		t.Errorf("raw: %q %v", cmdText, env)
 	}
 }
