@@ -4,8 +4,9 @@ package dsl
 // upstream iterion's, so files and tooling written for upstream keep
 // working: parse codes are E0xx, compile codes Cxxx. This list is
 // append-only; a code is never renumbered or reused for another meaning.
-// Codes E090–E099 are this implementation's own (limits and constructs it
-// does not run); upstream leaves that band unused.
+// Codes E090–E099 are this implementation's own (limits, constructs it
+// does not run, and warnings about tool commands); upstream leaves that
+// band unused.
 type Code string
 
 // Parse codes.
@@ -73,6 +74,22 @@ const (
 	// ErrTooManyDiags (E092): the diagnostic cap was reached; the rest are
 	// counted, not listed.
 	ErrTooManyDiags Code = "E092"
+	// UnsafeCommandRef (E093, warning): a reference in a tool command stands
+	// where no quoting keeps its value inert, so a hostile value could still
+	// run: inside backticks, at command position, in a heredoc or pipeline a
+	// shell runs, in a program of another interpreter, in ssh's arguments.
+	// (In arithmetic, variable-name places and scripts handed to a second
+	// shell the engine does keep values inert; see docs/dsl.md.)
+	//	command: "echo `git log {{vars.base}}`"    ← E093: inside backticks
+	//	command: "python3 -c 'print(\"{{vars.title}}\")'"  ← E093: in a program python3 runs
+	UnsafeCommandRef Code = "E093"
+	// RawUntrustedRef (E094, warning): a raw reference {{!…}}, spliced into a
+	// tool command as shell text, takes a value a pull request or a model
+	// controls: pr_title, pr_body, comment_body, or the output of an agent,
+	// a judge, a human or an await_answers node (directly, through an
+	// artifact, an edge's with, or a loop's previous_output).
+	//	command: "echo {{!vars.pr_title}}"   ← E094: drop the !
+	RawUntrustedRef Code = "E094"
 )
 
 // Lexer-level aliases, kept for readability at the call sites.

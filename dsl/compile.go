@@ -130,6 +130,8 @@ type compiler struct {
 	computeKeys map[string][]string
 	// fallbackBackends are the backends of an LLM node's fallback routes.
 	fallbackBackends map[string][]namedValue
+	// commands are the tool commands, for the raw-reference check.
+	commands []toolCommand
 	// names of declarations, for "did you mean" hints
 	nodeNames, schemaNames, promptNames []string
 }
@@ -209,6 +211,7 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 		c.checkGraph()
 		c.checkNodesInGraph()
 		c.checkRefs()
+		c.checkRawRefs()
 	}
 	ds := c.sink.diags
 	if c.sink.dropped > 0 {

@@ -42,6 +42,7 @@ func (c *compiler) compileNodes() {
 				if lit, ok := p.Value.(*StringLit); ok {
 					n.Tool.Command = c.template(lit, fmt.Sprintf("command of tool %q", n.ID))
 					c.addSite(n.ID, nil, fmt.Sprintf("command of tool %q", n.ID), templateSiteRefs(n.Tool.Command, lit))
+					c.checkCommand(n, lit)
 				} else if p.Value != nil {
 					c.errorAtValue(p.Value, ErrExpected, `quote the command: command: "go test ./..."`, "command must be a string")
 				}

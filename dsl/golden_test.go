@@ -154,7 +154,7 @@ var implementedCodes = []Code{
 	ErrUnexpected, ErrExpected, ErrIndent, ErrUnterminated, ErrBadEscape, ErrNotUTF8, ErrUnknownDecl,
 	ErrReservedName, ErrUnknownProp, ErrMissingProp, ErrDuplicate, ErrInvalidValue, ErrBadType,
 	ErrDuplicateClause, ErrWhenAndElse, ErrClauseBeforeArrow, ErrProfile, ErrProfileNotFirst,
-	ErrStrictEscapeInProfile2, ErrUnsupported, ErrTooLarge, ErrTooManyDiags,
+	ErrStrictEscapeInProfile2, ErrUnsupported, ErrTooLarge, ErrTooManyDiags, UnsafeCommandRef, RawUntrustedRef,
 	UndeclaredNode, UnknownSchema, UnknownPrompt, BadTemplate, LoopConflict, NoWorkflow, ManyWorkflows,
 	BadEntry, InheritAtJoin, ManyDefaults, DuplicateCondition, NotExhaustive, ConditionNotBool,
 	ConditionUnknownField, ElseAlone, Unreachable, HistoryOutsideLoop, MissingModel, UnboundedCycle,

@@ -18,6 +18,9 @@ const (
 	fixHeredoc = "write the delimiter unquoted (<<EOF) so the value expands as text"
 	fixProgram = "pass the value in the environment or as an argument and read it in the program (os.environ, ENVIRON, $ENV, process.env)"
 	fixCommand = "name the program in the command and pass the value as an argument"
+	fixScript  = "write the script in the command and hand it the value as data (bash -c '… \"$1\"' _ {{…}})"
+	fixTick    = "write $( … ) instead of backticks; the engine follows it"
+	fixInner   = "move the expansion into the inner script (bash -c '… $( … ) …'), where the inner shell runs it"
 )
 
 // arithTestOps are the operators of [[ … ]] that evaluate both operands
@@ -621,10 +624,10 @@ func (p *sourceProg) word(s *scanner, f *frame, w *word) bool {
 		s.risk(h.id, "in the name of the script "+p.name+" runs", fixCommand)
 	}
 	for _, id := range w.nested {
-		s.risk(id, "inside an expansion that "+p.name+" runs as a script", fixEnv)
+		s.risk(id, "inside an expansion that "+p.name+" runs as a script", fixScript)
 	}
 	for _, id := range w.procs {
-		s.risk(id, "inside a process substitution that "+p.name+" runs as a script", fixEnv)
+		s.risk(id, "inside a process substitution that "+p.name+" runs as a script", fixScript)
 	}
 	return true
 }
@@ -963,7 +966,7 @@ func (p *interpProg) word(s *scanner, f *frame, w *word) bool {
 			s.risk(h.id, "in the name of the program "+p.name+" runs", fixCommand)
 		}
 		for _, id := range w.procs {
-			s.risk(id, "inside a process substitution that "+p.name+" runs as a program", fixEnv)
+			s.risk(id, "inside a process substitution that "+p.name+" runs as a program", fixScript)
 		}
 	}
 	return false

@@ -311,7 +311,7 @@ func (s *scanner) pop() {
 		f.flow = f.holes
 		if f.kind == fBacktick {
 			for _, id := range f.holes {
-				s.risk(id, riskBacktick, fixEnv)
+				s.risk(id, riskBacktick, fixTick)
 			}
 		}
 		if f.kind == fCompound {
@@ -326,7 +326,7 @@ func (s *scanner) pop() {
 	case f.kind == fHeredoc:
 		if f.hd.feeds != "" {
 			for _, id := range f.holes {
-				s.risk(id, "in a heredoc that "+f.hd.feeds+" runs as code", fixEnv)
+				s.risk(id, "in a heredoc that "+f.hd.feeds+" runs as code", fixScript)
 			}
 		}
 	}
@@ -816,7 +816,7 @@ func (s *scanner) endCommand(f *frame, pipe bool) {
 	}
 	if name := readsCode(cmd); name != "" {
 		for _, id := range cmd.stdinHoles {
-			s.risk(id, "in the input of "+name+", which runs it as code", fixEnv)
+			s.risk(id, "in the input of "+name+", which runs it as code", fixScript)
 		}
 		for _, hd := range cmd.heredocs {
 			hd.feeds = name
@@ -840,7 +840,7 @@ func (s *scanner) endPipeline(f *frame) {
 		}
 		for _, c := range f.pipe[:j] {
 			for _, id := range c.holes {
-				s.risk(id, "in a command whose output is piped into "+name+", which runs it as code", fixEnv)
+				s.risk(id, "in a command whose output is piped into "+name+", which runs it as code", fixScript)
 			}
 			for _, hd := range c.heredocs {
 				if hd.feeds == "" {
@@ -1364,7 +1364,7 @@ func (s *scanner) script(stream []int32, holes []wordHole, nested []int, exps []
 		}
 	}
 	for _, id := range nested {
-		s.risk(id, "inside an expansion in the script of "+ctx+", whose result becomes script text", fixEnv)
+		s.risk(id, "inside an expansion in the script of "+ctx+", whose result becomes script text", fixInner)
 	}
 	for _, name := range exps {
 		s.facts.use(s.facts.code, name, ctx)
@@ -1460,7 +1460,7 @@ func (f *facts) resolve(uses []*Use) {
 	for _, name := range sortedKeys(f.code) {
 		for _, id := range f.tainted[name] {
 			if u := uses[id]; u.Risk == "" {
-				u.Risk, u.Fix = "stored in $"+name+", which "+f.code[name]+" runs as code", fixEnv
+				u.Risk, u.Fix = "stored in $"+name+", which "+f.code[name]+" runs as code", fixScript
 			}
 		}
 	}
