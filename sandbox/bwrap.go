@@ -176,7 +176,7 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 	l := &launch{
 		path:     bin,
 		argv:     append([]string{bin, "--args", strconv.Itoa(fdArgs), "--"}, s.Argv...),
-		env:      mergeEnv(s.Env, home, "/tmp"),
+		env:      mergeEnv(s.Env, home, "/tmp", s.Dir),
 		dir:      s.Dir,
 		files:    files,
 		needs:    needsFor(lim, false),

@@ -108,7 +108,7 @@ func (d *Docker) Start(ctx context.Context, s Spec) (*Process, error) {
 	if home == "" {
 		home = sandboxHome
 	}
-	env := mergeEnv(s.Env, home, "/tmp")
+	env := mergeEnv(s.Env, home, "/tmp", s.Dir)
 	args, err := d.runArgs(&s, name, home, env)
 	if err != nil {
 		return nil, err

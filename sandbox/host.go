@@ -88,9 +88,9 @@ func (h *Host) Start(ctx context.Context, s Spec) (*Process, error) {
 		if home == "" {
 			home = filepath.Join(dir, "home")
 		}
-		env = mergeEnv(env, home, filepath.Join(dir, "tmp"))
+		env = mergeEnv(env, home, filepath.Join(dir, "tmp"), s.Dir)
 	} else {
-		env = mergeEnv(env, home, "")
+		env = mergeEnv(env, home, "", s.Dir)
 	}
 	path, _ := envValue(env, "PATH")
 	if path == "" {

@@ -40,9 +40,10 @@ type Spec struct {
 
 	// Env is the complete environment as KEY=VALUE entries; the caller
 	// allowlists it and nothing of the server's environment is inherited.
-	// The sandbox adds HOME (see Home) and TMPDIR (a private temporary
-	// directory) when Env does not set them, and nothing else. When a key
-	// appears twice, the last entry wins.
+	// The sandbox adds HOME (see Home), TMPDIR (a private temporary
+	// directory) and PWD (the working directory) when Env does not set
+	// them, and nothing else. When a key appears twice, the last entry
+	// wins.
 	Env []string
 
 	// Network is the network policy; the zero value is NetworkNone.
@@ -343,8 +344,9 @@ func checkDir(what, dir string) error {
 }
 
 // mergeEnv returns env with later duplicates winning (keeping the order of
-// first appearance) and HOME and TMPDIR added when missing.
-func mergeEnv(env []string, home, tmp string) []string {
+// first appearance) and HOME, TMPDIR and PWD added when missing. bwrap and
+// the shell of a gated start would set PWD anyway.
+func mergeEnv(env []string, home, tmp, pwd string) []string {
 	idx := make(map[string]int, len(env)+2)
 	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
@@ -361,6 +363,9 @@ func mergeEnv(env []string, home, tmp string) []string {
 	}
 	if _, ok := idx["TMPDIR"]; !ok {
 		out = append(out, "TMPDIR="+tmp)
+	}
+	if _, ok := idx["PWD"]; !ok {
+		out = append(out, "PWD="+pwd)
 	}
 	return out
 }
