@@ -25,6 +25,7 @@ type Bwrap struct {
 	opts   Options
 	cg     *cgroups
 	system []string // the bind arguments for the system directories
+	proc   []string // the arguments that cover parts of /proc
 
 	once sync.Once
 	bin  string
@@ -36,7 +37,7 @@ var _ Driver = (*Bwrap)(nil)
 // NewBwrap returns the bwrap driver. It finds the cgroups it can use (see
 // Mechanism) unless opts.NoCgroups is set.
 func NewBwrap(opts Options) *Bwrap {
-	b := &Bwrap{opts: opts, system: systemBinds()}
+	b := &Bwrap{opts: opts, system: systemBinds(), proc: procCovers()}
 	if !opts.NoCgroups {
 		b.cg = hostCgroups(opts.CgroupParent)
 	}
@@ -217,6 +218,9 @@ func (b *Bwrap) args(s *Spec, home string) []string {
 		"--perms", "0644", "--ro-bind-data", fd(fdPasswd), "/etc/passwd",
 		"--perms", "0644", "--ro-bind-data", fd(fdGroup), "/etc/group",
 		"--proc", "/proc",
+	)
+	a = append(a, b.proc...)
+	a = append(a,
 		// The sandbox's init is bwrap's: its memory holds nothing the
 		// sandbox lacks, but there is no reason to let it be read.
 		"--ro-bind", "/dev/null", "/proc/1/mem",
@@ -246,7 +250,47 @@ func (b *Bwrap) args(s *Spec, home string) []string {
 		}
 		a = append(a, op, m.Source, t)
 	}
+	// The root itself is a tmpfs that holds the mount points; nothing
+	// outside the writable mounts may be written.
+	a = append(a, "--remount-ro", "/")
 	return append(a, "--chdir", s.Dir, "--seccomp", fd(fdSeccomp), "--info-fd", fd(fdInfo))
+}
+
+// procReadOnly are the parts of /proc bound read-only over the sandbox's
+// own, and procMasked those hidden, as Docker does for a container. The
+// sandbox's uid is the server's outside, and when the server runs as root
+// the kernel lets the sandbox write sysctls: it checks the uid there, not
+// a capability. (bwrap covers /proc/sys itself only when it finds the
+// directory writable, which it never is.)
+var (
+	procReadOnly = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+	procMasked   = []string{"acpi", "asound", "kcore", "keys", "latency_stats", "sched_debug", "scsi", "timer_list", "timer_stats"}
+)
+
+// procCovers returns the bwrap arguments for procReadOnly and procMasked,
+// for the entries this kernel has. The sources are the host's /proc, whose
+// files show the same kernel state (the per-namespace sysctls follow the
+// namespaces of the process that opens them).
+func procCovers() []string {
+	var a []string
+	for _, e := range procReadOnly {
+		p := "/proc/" + e
+		if _, err := os.Stat(p); err == nil {
+			a = append(a, "--ro-bind", p, p)
+		}
+	}
+	for _, e := range procMasked {
+		p := "/proc/" + e
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			a = append(a, "--tmpfs", p, "--remount-ro", p)
+		default:
+			a = append(a, "--ro-bind", "/dev/null", p)
+		}
+	}
+	return a
 }
 
 // etcEntries are the parts of /etc the sandbox sees, read-only: name
