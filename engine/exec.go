@@ -319,7 +319,7 @@ func (rs *runState) finish(ctx context.Context, status Status, code, msg string)
 		}
 		return nil, err
 	}
-	rs.e.log.Info("run ended", "run", rs.run.ID, "status", status, "code", code)
+	rs.e.log.Info("run ended", "run", rs.run.ID, "status", status, "code", code, "error", msg)
 	return rs.e.store.Run(context.WithoutCancel(ctx), rs.run.ID)
 }
 

@@ -153,7 +153,8 @@ func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any)
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return nil, failf(CodeExecutionFailed, "command exited with status %d: %s", exit.ExitCode(), tail(stderr.String(), 2000))
+			// Scrubbed before it is cut: a cut secret would not be found.
+			return nil, failf(CodeExecutionFailed, "command exited with status %d: %s", exit.ExitCode(), tail(rs.e.redact.String(stderr.String()), 2000))
 		}
 		return nil, failf(CodeExecutionFailed, "running command: %v", err)
 	}

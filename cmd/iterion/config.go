@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +43,12 @@ type serveConfig struct {
 	// GitHub is the App's non-secret settings; see githubSettings for how
 	// the environment completes and overrides them.
 	GitHub githubFile `yaml:"github"`
+	// Secrets names environment variables whose values are secrets of
+	// this server beyond those iterion knows (a Slack token, a database
+	// password): like the model keys, the API token, the webhook secret
+	// and the App's key, their values are scrubbed from everything that
+	// leaves a run. Names, never values: the file holds no secrets.
+	Secrets []string `yaml:"secrets"`
 	// API has no settings yet; the key is reserved so that a token written
 	// under it is refused as a secret rather than as an unknown key.
 	API struct{} `yaml:"api"`
@@ -172,6 +179,9 @@ var secretKeys = map[string]string{
 	"api.token":      "ITERION_API_TOKEN",
 }
 
+// envName is the shape of an environment variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // logLevels are the values of log.level.
 var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 
@@ -199,6 +209,13 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"log.format": func(at string, v reflect.Value) string {
 		if s := v.String(); s != "text" && s != "json" {
 			return at + ": use text or json"
+		}
+		return ""
+	},
+	"secrets": func(at string, v reflect.Value) string {
+		// The message must not repeat the value: it may be a secret.
+		if !envName.MatchString(v.String()) {
+			return at + ": write the name of an environment variable that holds a secret (like SLACK_BOT_TOKEN), never the secret itself"
 		}
 		return ""
 	},
@@ -359,11 +376,14 @@ func (p *configParser) walk(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		p.keys[full] = k
-		if f.Type.Kind() == reflect.Struct {
+		switch f.Type.Kind() {
+		case reflect.Struct:
 			p.walk(v, f.Type, full)
-			continue
+		case reflect.Slice:
+			p.list(v, f.Type, full)
+		default:
+			p.leaf(v, f.Type, full)
 		}
-		p.leaf(v, f.Type, full)
 	}
 }
 
@@ -387,6 +407,45 @@ func (p *configParser) leaf(n *yaml.Node, t reflect.Type, path string) {
 			p.addf(n, "%s", msg)
 		}
 	}
+}
+
+// list checks the value n of the key at path, a list of type t, item by
+// item with the check of path. Items are named by their index, not their
+// value (a secrets: item may be a value written by mistake).
+func (p *configParser) list(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.SequenceNode {
+		p.addf(n, "%s: write a list, like [A, B], not %s", path, describe(r))
+		return
+	}
+	for i, item := range r.Content {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		ri := resolve(item)
+		if ri == nil || ri.Kind != yaml.ScalarNode {
+			p.addf(item, "%s: write %s, not %s", at, valueKind(t.Elem()), describeOrNull(ri))
+			continue
+		}
+		v := reflect.New(t.Elem())
+		if err := ri.Decode(v.Interface()); err != nil {
+			p.addf(item, "%s: write %s", at, valueKind(t.Elem()))
+			continue
+		}
+		if check := configChecks[path]; check != nil {
+			if msg := check(at, v.Elem()); msg != "" {
+				p.addf(item, "%s", msg)
+			}
+		}
+	}
+}
+
+func describeOrNull(n *yaml.Node) string {
+	if n == nil {
+		return "nothing"
+	}
+	return describe(n)
 }
 
 // resolve follows an alias; nil means no value (null or empty).

@@ -28,7 +28,7 @@ func clearServeEnv(t *testing.T) {
 }
 
 func TestServeConfigErrors(t *testing.T) {
-	const keys = "(the keys here are addr, store, shutdown_grace, log, github, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, log, github, secrets, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -69,8 +69,14 @@ func TestServeConfigErrors(t *testing.T) {
 			"serve.yml:1:6: log must be a mapping with the keys level, format, not a single value"},
 		{"api not a mapping, value not repeated", "api: s3cr3t\n",
 			"serve.yml:1:6: api must be a mapping, not a single value"},
+		{"secrets not a list", "secrets: SLACK_TOKEN\n",
+			"serve.yml:1:10: secrets: write a list, like [A, B], not a single value"},
+		{"a secret's value instead of its name, value not repeated", "secrets: [SLACK_TOKEN, xoxb-123-s3cr3t]\n",
+			"serve.yml:1:24: secrets[1]: write the name of an environment variable that holds a secret (like SLACK_BOT_TOKEN), never the secret itself"},
+		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
+			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, secrets, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",

@@ -32,6 +32,9 @@ type githubConfig struct {
 	workers int
 	// keepWorkspaces is how long a resumable stopped run keeps its checkout.
 	keepWorkspaces time.Duration
+	// redact scrubs the server's secrets from whatever the App writes on
+	// GitHub; serve sets it.
+	redact *engine.Redactor
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -150,6 +153,7 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 		Queue:   o.db,
 		Log:     log,
 	}
+	h.Replies.Redactor = cfg.redact
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	w.GiveUp = h.GiveUp
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))

@@ -41,6 +41,11 @@ type ghHarness struct {
 	env   []string
 	base  string
 	head  string
+	// secret and token are the webhook secret and the API token.
+	secret, token string
+	// keyPEM is the App's private key; logs is serve's log (start).
+	keyPEM string
+	logs   *lockedBuffer
 }
 
 const reviewWorkflow = `vars:
@@ -72,7 +77,7 @@ workflow review:
 
 func newGHHarness(t testing.TB, files map[string]string) *ghHarness {
 	t.Helper()
-	h := &ghHarness{t: t, fake: fakegithub.New(t, "acme", "app"), store: filepath.Join(t.TempDir(), "st")}
+	h := &ghHarness{t: t, fake: fakegithub.New(t, "acme", "app"), store: filepath.Join(t.TempDir(), "st"), secret: "whsec", token: "tok"}
 	h.fake.Files[".iterion.yml"] = "workflows:\n  review: workflows/review.bot\ndefault_workflow: review\n"
 	h.fake.Files["workflows/review.bot"] = reviewWorkflow
 	for name, text := range files {
@@ -87,7 +92,8 @@ func newGHHarness(t testing.TB, files map[string]string) *ghHarness {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+	h.keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	if err := os.WriteFile(keyFile, []byte(h.keyPEM), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.env = []string{
@@ -121,6 +127,7 @@ func (h *ghHarness) start() (stop func()) {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	logs := &lockedBuffer{}
+	h.logs = logs
 	go func() {
 		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", h.store}, pw, logs)
 		pw.Close()
@@ -223,7 +230,7 @@ func (h *ghHarness) deliver(id string, payload []byte) {
 	req, _ := http.NewRequest("POST", h.base+"/webhooks/github", bytes.NewReader(payload))
 	req.Header.Set("X-GitHub-Event", "issue_comment")
 	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", fakegithub.Sign("whsec", payload))
+	req.Header.Set("X-Hub-Signature-256", fakegithub.Sign(h.secret, payload))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -238,7 +245,7 @@ func (h *ghHarness) deliver(id string, payload []byte) {
 // runStatus reads a run's status over the REST API.
 func (h *ghHarness) runStatus(id string) (status, errText string) {
 	req, _ := http.NewRequest("GET", h.base+"/api/runs/"+id, nil)
-	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err.Error()

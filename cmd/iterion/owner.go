@@ -119,7 +119,7 @@ func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(
 		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
 	}
 	noteInterrupted(db, notices)
-	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch})
+	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch, Redactor: opts.Redactor})
 	o.apiHandler = srv.Handler()
 	o.srv = &http.Server{Handler: o.apiHandler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = o.srv.Serve(ln) }()

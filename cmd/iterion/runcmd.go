@@ -88,7 +88,7 @@ func engineOptions(onEvent func(engine.Event)) (engine.Options, error) {
 	if err != nil {
 		return engine.Options{}, err
 	}
-	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint()}, nil
+	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint(), Redactor: envRedactor()}, nil
 }
 
 type runFlags struct {

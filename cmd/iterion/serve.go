@@ -85,6 +85,9 @@ type runGroup struct {
 func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error {
 	addr, dir := cfg.Addr, cfg.Store
 	log := newServeLogger(stderr, cfg.Log)
+	// Secrets are scrubbed from everything that leaves a run, logs too.
+	redact := serveRedactor(cfg, log)
+	log = slog.New(engine.RedactingHandler(log.Handler(), redact))
 	ghCfg, withGitHub, err := githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
 		return err
@@ -97,6 +100,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		return err
 	}
 	opts.Logger = log
+	opts.Redactor = redact
+	ghCfg.redact = redact
 	var relay atomic.Pointer[ghbot.Relay]
 	if withGitHub {
 		opts.OnEvent = relayOnEvent(&relay)

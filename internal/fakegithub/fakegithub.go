@@ -28,8 +28,9 @@ import (
 	"time"
 )
 
-// Token is the installation token the fake hands out and requires.
-const Token = "ghs_fake_installation_token"
+// Token is the installation token the fake hands out and requires,
+// shaped like GitHub's (ghs_ and 36 letters and digits).
+const Token = "ghs_FakeInstallationToken0123456789abcde"
 
 // BotLogin is the App's login on comments it writes.
 const BotLogin = "iterion[bot]"
