@@ -111,6 +111,7 @@ func (h *Host) Start(ctx context.Context, s Spec) (*Process, error) {
 		dir:       s.Dir,
 		needs:     needsFor(lim, true),
 		killGroup: true,
+		waitsTree: true,
 		cleanup:   cleanup,
 	}
 	if lim.Processes > 0 {

@@ -41,6 +41,11 @@ type launch struct {
 	// killGroup kills the process group when the tree is stopped or the
 	// process exits (the host driver).
 	killGroup bool
+	// waitsTree says that the started process is the command, so that its
+	// resource usage covers the command and the descendants it waited for.
+	// (bwrap exits on its init's word without reaping it, and the docker
+	// CLI runs nothing of the tree: their usage says nothing.)
+	waitsTree bool
 	// afterStart runs once the process runs, before the supervision.
 	afterStart func(p *Process)
 	// kill stops the whole tree now; nil kills the process group and the
@@ -402,7 +407,9 @@ wait:
 		default:
 			res.ExitCode = ws.ExitStatus()
 		}
-		res.CPUTime = state.UserTime() + state.SystemTime()
+		if p.l.waitsTree {
+			res.CPUTime = state.UserTime() + state.SystemTime()
+		}
 	} else {
 		res.ExitCode = -1
 	}

@@ -194,8 +194,9 @@ type Result struct {
 	// Duration is the wall time from start to exit.
 	Duration time.Duration
 	// CPUTime is the CPU time the tree used: the cgroup's account when
-	// there is one, otherwise the usage of the command and the
-	// descendants it waited for.
+	// there is one (a tree with Limits.CPUTime, or under the host driver),
+	// otherwise under the host driver the usage of the command and the
+	// descendants it waited for, and 0 (unknown) under bwrap and docker.
 	CPUTime time.Duration
 }
 
