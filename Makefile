@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dsl/expr -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dsl/shell -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzParseComment$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)

@@ -38,7 +38,7 @@ const (
 	// a hole deeper than that is a Risk.
 	maxDepth = 4
 	// maxFrames bounds the nesting of quotes and expansions in one script.
-	maxFrames = 256
+	maxFrames = 64
 )
 
 func holeEv(id int) int32  { return -1 - int32(id) }
@@ -831,22 +831,24 @@ func (s *scanner) endCommand(f *frame, pipe bool) {
 	f.cmd = &command{}
 }
 
-// endPipeline marks what flows into a program that runs its input.
+// endPipeline marks what flows into a program that runs its input: every
+// command before the last such program, in one backward pass.
 func (s *scanner) endPipeline(f *frame) {
-	for j := 1; j < len(f.pipe); j++ {
-		name := readsCode(f.pipe[j])
-		if name == "" {
-			continue
-		}
-		for _, c := range f.pipe[:j] {
+	reader := ""
+	for k := len(f.pipe) - 1; k >= 0; k-- {
+		c := f.pipe[k]
+		if reader != "" {
 			for _, id := range c.holes {
-				s.risk(id, "in a command whose output is piped into "+name+", which runs it as code", fixScript)
+				s.risk(id, "in a command whose output is piped into "+reader+", which runs it as code", fixScript)
 			}
 			for _, hd := range c.heredocs {
 				if hd.feeds == "" {
-					hd.feeds = name
+					hd.feeds = reader
 				}
 			}
+		}
+		if name := readsCode(c); name != "" {
+			reader = name
 		}
 	}
 	f.pipe = nil
