@@ -101,7 +101,7 @@ func (s *scanner) finishWord(f *frame, w *word) {
 	}
 	if !cmd.named {
 		if name, ok := assignment(w); ok {
-			s.assignWord(w, name)
+			s.assignWord(cmd, w, name)
 			return
 		}
 		if bare {
@@ -158,6 +158,9 @@ func (s *scanner) commandWord(f *frame, w *word) {
 	}
 	cmd.name = base(w.str())
 	cmd.prog = progFor(cmd.name, true)
+	if _, ok := cmd.prog.(*makeProg); ok {
+		s.makeVars(cmd.assigned)
+	}
 }
 
 // assignment reports whether w is name=…, name+=… or name[…]=…, and the name.
@@ -188,7 +191,8 @@ func isAssignPrefix(t string) bool {
 }
 
 // assignWord reads name=value at command position.
-func (s *scanner) assignWord(w *word, name string) {
+func (s *scanner) assignWord(cmd *command, w *word, name string) {
+	var value []int
 	for _, h := range w.direct {
 		if h.pos < w.eq {
 			u := s.uses[h.id]
@@ -197,9 +201,42 @@ func (s *scanner) assignWord(w *word, name string) {
 			s.facts.subs = append(s.facts.subs, subHole{id: h.id, array: name, plain: u.Quote, ctx: ctx})
 			continue
 		}
-		s.facts.taint(name, h.id)
+		value = append(value, h.id)
 	}
-	s.facts.taint(name, w.nested...)
+	value = append(value, w.nested...)
+	s.facts.taint(name, value...)
+	s.codeVar(name, value)
+	cmd.assigned = append(cmd.assigned, value...)
+}
+
+// codeVars are environment variables whose value programs run as code or
+// use to find code to run.
+var codeVars = map[string]bool{
+	"BASH_ENV": true, "ENV": true, "PROMPT_COMMAND": true, "PS4": true, "SHELLOPTS": true, "BASHOPTS": true,
+	"PATH": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
+	"GIT_SSH_COMMAND": true, "GIT_SSH": true, "GIT_EXEC_PATH": true, "GIT_PAGER": true, "GIT_EDITOR": true,
+	"GIT_EXTERNAL_DIFF": true, "GIT_ASKPASS": true, "GIT_CONFIG_PARAMETERS": true, "SSH_ASKPASS": true,
+	"PAGER": true, "EDITOR": true, "VISUAL": true, "BROWSER": true,
+	"PYTHONPATH": true, "PYTHONSTARTUP": true, "PERL5OPT": true, "PERL5LIB": true, "RUBYOPT": true, "RUBYLIB": true,
+	"NODE_OPTIONS": true, "NODE_PATH": true, "JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true,
+}
+
+// codeVar marks holes assigned to a variable programs run as code.
+func (s *scanner) codeVar(name string, ids []int) {
+	if !codeVars[name] {
+		return
+	}
+	for _, id := range ids {
+		s.risk(id, "in the value of "+name+", which programs run as code or use to find code", "do not let a value set "+name+"; pass it in a variable of your own")
+	}
+}
+
+// makeVars marks holes that reach make as variables: make expands them,
+// and $(shell …) in a value runs.
+func (s *scanner) makeVars(ids []int) {
+	for _, id := range ids {
+		s.risk(id, "in a variable make reads, which make expands ($(shell …) in it runs)", "do not pass the value to make; write it to a file the recipe reads")
+	}
 }
 
 // compoundWord reads an element of name=( … ): [subscript]=value or value.
@@ -301,7 +338,7 @@ func (s *scanner) nameWord(w *word, ctx string) {
 	t := w.str()
 	lb := strings.IndexByte(t, '[')
 	array := ""
-	if lb > 0 && w.firstSpecial >= lb {
+	if lb > 0 && IsName(t[:lb]) { // quoted or not: holes and expansions are 0 bytes
 		array = t[:lb]
 	}
 	for _, h := range w.direct {
@@ -318,7 +355,7 @@ func (s *scanner) nameWord(w *word, ctx string) {
 	for _, id := range w.nested {
 		setCheck(s.uses[id], CheckName, ctx)
 	}
-	if lb < 0 || w.firstSpecial < lb {
+	if lb < 0 || !IsName(t[:lb]) {
 		for _, name := range w.exps {
 			s.facts.use(s.facts.names, name, ctx)
 		}
@@ -390,6 +427,8 @@ func progFor(name string, atCommand bool) program {
 		return &sourceProg{name: name}
 	case "ssh":
 		return sshProg{}
+	case "make", "gmake":
+		return &makeProg{}
 	}
 	if wr, ok := wrappers[name]; ok {
 		p := wr
@@ -718,7 +757,7 @@ func (p *declareProg) word(s *scanner, f *frame, w *word) bool {
 		head = t[:lb]
 	}
 	name := ""
-	if IsName(head) && (w.firstSpecial < 0 || w.firstSpecial >= len(head)) {
+	if IsName(head) { // holes and expansions are 0 bytes, never a name
 		name = head
 	}
 	if name != "" {
@@ -739,6 +778,7 @@ func (p *declareProg) word(s *scanner, f *frame, w *word) bool {
 			s.risk(id, "in the value of "+p.name+" -"+p.flags+" name=\"(…)\", which bash reads again as an array assignment", "write the array unquoted: name=( \"…\" )")
 		default:
 			s.facts.taint(name, id)
+			s.codeVar(name, []int{id})
 		}
 	}
 	for _, h := range w.direct {
@@ -1022,6 +1062,10 @@ func (p *wrapperProg) word(s *scanner, f *frame, w *word) bool {
 	}
 	t := w.str()
 	pre := w.prefix()
+	if p.name == "command" && w.lit() && (t == "-v" || t == "-V") {
+		p.done = true // a lookup: command -v name runs nothing
+		return true
+	}
 	if !p.noOpt && len(pre) > 1 && pre[0] == '-' {
 		if t == "--" {
 			p.noOpt = true
@@ -1041,7 +1085,8 @@ func (p *wrapperProg) word(s *scanner, f *frame, w *word) bool {
 		return true
 	}
 	if p.name == "env" {
-		if _, ok := assignment(w); ok {
+		if name, ok := assignment(w); ok {
+			s.assignWord(f.cmd, w, name)
 			return true
 		}
 	}
@@ -1061,3 +1106,37 @@ func (p *wrapperProg) word(s *scanner, f *frame, w *word) bool {
 
 func (p *wrapperProg) end(*scanner, *frame) {}
 func (p *wrapperProg) readsCode() bool      { return false }
+
+// makeProg reads make: NAME=value operands are variables make expands
+// (recursively, so $(shell …) runs), and -f names the makefile to run.
+type makeProg struct{ fileNext bool }
+
+func (p *makeProg) word(s *scanner, f *frame, w *word) bool {
+	t := w.str()
+	if p.fileNext {
+		p.fileNext = false
+		for _, h := range w.direct {
+			s.risk(h.id, "in the name of the makefile make runs", fixCommand)
+		}
+		return true
+	}
+	if w.lit() && (t == "-f" || t == "--file" || t == "--makefile") {
+		p.fileNext = true
+		return true
+	}
+	// make splits NAME=value itself, so quotes do not matter: only that
+	// the = comes before the value.
+	if eq := strings.IndexByte(t, '='); eq > 0 && IsName(strings.TrimRight(t[:eq], "+:?!")) {
+		var ids []int
+		for _, h := range w.direct {
+			if h.pos > eq {
+				ids = append(ids, h.id)
+			}
+		}
+		s.makeVars(append(ids, w.nested...))
+	}
+	return true
+}
+
+func (p *makeProg) end(*scanner, *frame) {}
+func (p *makeProg) readsCode() bool      { return false }

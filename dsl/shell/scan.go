@@ -176,6 +176,9 @@ type command struct {
 	stdinHoles []int
 	heredocs   []*heredoc
 	redirect   redirKind
+	// assigned are the holes in the command's NAME=value prefixes: its
+	// program's environment.
+	assigned []int
 
 	test     bool
 	testOp   string
