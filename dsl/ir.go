@@ -463,8 +463,10 @@ type Router struct {
 
 // Tool is the configuration of a tool node.
 type Tool struct {
-	// Command is run with bash -c in the run's workspace; references are
-	// shell-escaped as one word unless written {{!…}}.
+	// Command is run with bash -c in the run's workspace. A reference's
+	// value reaches it as data, in an environment variable whose expansion
+	// is written for the place it stands in (dsl/shell), unless written
+	// {{!…}}, which splices it as shell text.
 	Command *Template
 }
 

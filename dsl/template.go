@@ -29,8 +29,9 @@ type Ref struct {
 	Namespace string
 	// Path is the dotted path after the namespace, at least one segment.
 	Path []string
-	// Raw marks {{!…}}: substituted verbatim in tool commands instead of
-	// being shell-escaped as one word.
+	// Raw marks {{!…}}: substituted verbatim in tool commands, as shell
+	// text, instead of being passed as data (E094 warns when a pull
+	// request or a model controls the value).
 	Raw bool
 	// Offset and End are byte offsets of the whole {{…}} in Source.
 	Offset, End int
