@@ -25,6 +25,7 @@ type Bwrap struct {
 	opts   Options
 	cg     *cgroups
 	system []string // the bind arguments for the system directories
+	copied []string // the files of /etc copied into each sandbox
 	proc   []string // the arguments that cover parts of /proc
 
 	once sync.Once
@@ -37,7 +38,11 @@ var _ Driver = (*Bwrap)(nil)
 // NewBwrap returns the bwrap driver. It finds the cgroups it can use (see
 // Mechanism) unless opts.NoCgroups is set.
 func NewBwrap(opts Options) *Bwrap {
-	b := &Bwrap{opts: opts, system: systemBinds(), proc: procCovers()}
+	b := &Bwrap{opts: opts}
+	b.system, b.copied = systemBinds()
+	if os.Geteuid() == 0 {
+		b.proc = procCovers()
+	}
 	if !opts.NoCgroups {
 		b.cg = hostCgroups(opts.CgroupParent)
 	}
@@ -124,14 +129,18 @@ func (b *Bwrap) Start(ctx context.Context, s Spec) (*Process, error) {
 // sandboxHome is HOME inside when Spec.Home is empty: a private tmpfs.
 const sandboxHome = "/home/iterion"
 
-// The descriptors bwrap reads its inputs from.
+// The descriptors bwrap reads its inputs from; the files it copies into
+// the sandbox follow from fdFiles on.
 const (
-	fdArgs    = 3
-	fdSeccomp = 4
-	fdPasswd  = 5
-	fdGroup   = 6
-	fdInfo    = 7
+	fdArgs    = 4
+	fdSeccomp = 5
+	fdInfo    = 6
+	fdFiles   = 7
 )
+
+// maxCopied is the largest /etc file copied into each sandbox; a larger
+// one is bound instead.
+const maxCopied = 256 << 10
 
 func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err error) {
 	if err := checkSpec(&s); err != nil {
@@ -145,7 +154,19 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 	if err != nil {
 		return nil, err
 	}
-	args := b.args(&s, home)
+	// passwd and group are the sandbox's own; the small files of /etc are
+	// read now, so that a changed resolv.conf reaches the next process.
+	paths := []string{"/etc/passwd", "/etc/group"}
+	data := [][]byte{
+		fmt.Appendf(nil, "root:x:0:0:root:/root:/usr/sbin/nologin\niterion:x:1000:1000:iterion sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", home),
+		[]byte("root:x:0:\niterion:x:1000:\nnogroup:x:65534:\n"),
+	}
+	for _, p := range b.copied {
+		if d, err := os.ReadFile(p); err == nil {
+			paths, data = append(paths, p), append(data, d)
+		}
+	}
+	args := b.args(&s, home, paths)
 	var files []*os.File
 	defer func() {
 		if err != nil {
@@ -154,13 +175,8 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 			}
 		}
 	}()
-	for _, data := range [][]byte{
-		[]byte(strings.Join(args, "\x00") + "\x00"),
-		filter,
-		fmt.Appendf(nil, "root:x:0:0:root:/root:/usr/sbin/nologin\niterion:x:1000:1000:iterion sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", home),
-		[]byte("root:x:0:\niterion:x:1000:\nnogroup:x:65534:\n"),
-	} {
-		r, err := dataPipe(data)
+	for _, d := range [][]byte{[]byte(strings.Join(args, "\x00") + "\x00"), filter} {
+		r, err := dataPipe(d)
 		if err != nil {
 			return nil, err
 		}
@@ -171,6 +187,14 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 		return nil, fmt.Errorf("sandbox: info pipe: %w", err)
 	}
 	files = append(files, infoW)
+	for _, d := range data {
+		r, err := dataPipe(d)
+		if err != nil {
+			infoR.Close()
+			return nil, err
+		}
+		files = append(files, r)
+	}
 
 	init := &bwrapInit{ready: make(chan struct{}), pidfd: -1}
 	lim := s.Limits
@@ -202,8 +226,9 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 
 // args returns bwrap's options, passed through --args so that they do not
 // show in the sandbox's /proc/1/cmdline (bwrap wants the command itself on
-// its command line).
-func (b *Bwrap) args(s *Spec, home string) []string {
+// its command line). copied are the files it copies in, from the
+// descriptors fdFiles, fdFiles+1, and so on.
+func (b *Bwrap) args(s *Spec, home string, copied []string) []string {
 	fd := strconv.Itoa
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
@@ -213,12 +238,12 @@ func (b *Bwrap) args(s *Spec, home string) []string {
 	if s.Network == NetworkOpen {
 		a = append(a, "--share-net")
 	}
+	a = append(a, "--perms", "0755", "--dir", "/etc")
 	a = append(a, b.system...)
-	a = append(a,
-		"--perms", "0644", "--ro-bind-data", fd(fdPasswd), "/etc/passwd",
-		"--perms", "0644", "--ro-bind-data", fd(fdGroup), "/etc/group",
-		"--proc", "/proc",
-	)
+	for i, p := range copied {
+		a = append(a, "--perms", "0644", "--file", fd(fdFiles+i), p)
+	}
+	a = append(a, "--proc", "/proc")
 	a = append(a, b.proc...)
 	a = append(a,
 		// The sandbox's init is bwrap's: its memory holds nothing the
@@ -250,8 +275,8 @@ func (b *Bwrap) args(s *Spec, home string) []string {
 		}
 		a = append(a, op, m.Source, t)
 	}
-	// The root itself is a tmpfs that holds the mount points; nothing
-	// outside the writable mounts may be written.
+	// The root itself is a tmpfs that holds the mount points and the
+	// copied files; nothing outside the writable mounts may be written.
 	a = append(a, "--remount-ro", "/")
 	return append(a, "--chdir", s.Dir, "--seccomp", fd(fdSeccomp), "--info-fd", fd(fdInfo))
 }
@@ -268,7 +293,8 @@ var (
 )
 
 // procCovers returns the bwrap arguments for procReadOnly and procMasked,
-// for the entries this kernel has. The sources are the host's /proc, whose
+// for the entries this kernel has; they are used when the server runs as
+// root (for another user the kernel already refuses what they cover). The sources are the host's /proc, whose
 // files show the same kernel state (the per-namespace sysctls follow the
 // namespaces of the process that opens them).
 func procCovers() []string {
@@ -294,49 +320,55 @@ func procCovers() []string {
 }
 
 // etcEntries are the parts of /etc the sandbox sees, read-only: name
-// resolution, certificates, the dynamic linker's cache, time zone, shell
-// start-up files. Everything else of /etc stays out, because the sandbox's
-// user is the server's user outside (root-owned files such as /etc/shadow
-// or SSH host keys would be readable); tools that need more of it get it
-// through Spec.Mounts. /etc/passwd and /etc/group are written for the
-// sandbox.
+// resolution, certificates, the dynamic linker's cache, time zone, the
+// alternatives links of Debian's commands, shell start-up files.
+// Everything else of /etc stays out, because the sandbox's user is the
+// server's user outside (as root, /etc/shadow or SSH host keys would be
+// readable); tools that need more get it through Spec.Mounts. /etc/passwd
+// and /etc/group are written for the sandbox.
 var etcEntries = []string{
 	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
 	"crypto-policies", "debian_version", "gai.conf", "host.conf", "hosts",
 	"inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
-	"magic", "magic.mime", "mime.types", "networks", "nsswitch.conf",
-	"os-release", "pki", "profile", "protocols", "resolv.conf", "services",
-	"shells", "ssl", "terminfo", "timezone",
+	"mime.types", "nsswitch.conf", "os-release", "pki", "profile",
+	"protocols", "resolv.conf", "services", "shells", "ssl", "timezone",
 }
 
 // systemBinds returns the bwrap arguments that show the system
-// directories read-only, as they are on the host (a merged /usr's
-// /bin → usr/bin symlinks stay symlinks).
-func systemBinds() []string {
-	var a []string
+// directories and the directories of etcEntries read-only, as they are on
+// the host (a merged /usr's /bin → usr/bin symlinks stay symlinks), and
+// the files of etcEntries to copy in at each start. Copying a small file
+// is much cheaper for bwrap than binding it: every read-only bind costs it
+// a remount and a pass over the mount table.
+func systemBinds() (binds, copied []string) {
 	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(d)
 		switch {
 		case err != nil:
 		case fi.Mode()&os.ModeSymlink != 0:
 			if t, err := os.Readlink(d); err == nil {
-				a = append(a, "--symlink", t, d)
+				binds = append(binds, "--symlink", t, d)
 			}
 		case fi.IsDir():
-			a = append(a, "--ro-bind", d, d)
+			binds = append(binds, "--ro-bind", d, d)
 		}
 	}
 	for _, e := range etcEntries {
 		p := "/etc/" + e
-		if _, err := os.Stat(p); err == nil {
-			a = append(a, "--ro-bind", p, p)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+		case fi.Mode().IsRegular() && fi.Size() <= maxCopied:
+			copied = append(copied, p)
+		default:
+			binds = append(binds, "--ro-bind", p, p)
 		}
 	}
 	// Private keys under /etc/ssl are hidden behind an empty tmpfs.
 	if fi, err := os.Stat("/etc/ssl/private"); err == nil && fi.IsDir() {
-		a = append(a, "--tmpfs", "/etc/ssl/private")
+		binds = append(binds, "--tmpfs", "/etc/ssl/private")
 	}
-	return a
+	return binds, copied
 }
 
 // dataPipe returns the read end of a pipe that delivers data, then EOF.

@@ -66,7 +66,7 @@ func (d *Docker) bin() (string, error) {
 }
 
 // errNoImage is returned when Options.DockerImage is empty.
-var errNoImage = errors.New("the docker sandbox needs an image: set the docker image setting (sandbox.Options.DockerImage)")
+var errNoImage = errors.New("the docker sandbox needs an image: set sandbox.docker_image in the server's config (Options.DockerImage)")
 
 // Available returns nil when an image is configured, the docker CLI is
 // installed and a Docker engine answers it.

@@ -21,8 +21,8 @@ type launch struct {
 	argv []string
 	env  []string
 	dir  string
-	// files become the child's descriptors 3, 4, …; the parent closes them
-	// after the start.
+	// files become the child's descriptors 4, 5, … (3 is the gate's); the
+	// parent closes them after the start.
 	files []*os.File
 	// nproc, when set, returns the RLIMIT_NPROC that enforces
 	// Limits.Processes where no pids cgroup does.
@@ -148,7 +148,7 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 		rlimits = rlimitsFor(s.Limits, cg, nproc)
 	}
 
-	files := make([]*os.File, 3, 3+len(l.files)+1)
+	files := make([]*os.File, 4, 4+len(l.files))
 	var stdinW *os.File
 	switch in := s.Stdin.(type) {
 	case nil:
@@ -186,7 +186,8 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 	// and given its rlimits, so that nothing it forks escapes them; then the
 	// shell execs the real program (same pid). Without a gate there would
 	// be no way to do either before the first fork: Go runs no code between
-	// fork and exec.
+	// fork and exec. The gate is descriptor 3 (dash takes only one digit in
+	// a redirection); without a gate, 3 is closed.
 	path, argv := l.path, l.argv
 	var gateW *os.File
 	if cg != nil || len(rlimits) > 0 {
@@ -198,10 +199,8 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 		}
 		parentClose = append(parentClose, gateR)
 		gateW = w
-		fd := len(files)
-		files = append(files, gateR)
-		script := fmt.Sprintf(`read -r go <&%d && exec "$@" %d<&-`, fd, fd)
-		argv = append([]string{"/bin/sh", "-c", script, "iterion-sandbox", path}, argv[1:]...)
+		files[3] = gateR
+		argv = append([]string{"/bin/sh", "-c", `read -r go <&3 && exec "$@" 3<&-`, "iterion-sandbox", path}, argv[1:]...)
 		path = "/bin/sh"
 	}
 
