@@ -173,7 +173,7 @@ func renderCommand(t *dsl.Template, s *scope) (string, []string, error) {
 	}
 	uses := shell.Scan(pieces)
 	var b strings.Builder
-	env := make([]string, 0, len(uses))
+	var env []string
 	hole := 0
 	for _, p := range pieces {
 		if !p.Hole {
