@@ -57,6 +57,7 @@ const (
 
 var quoteNames = [...]string{"invalid", "unquoted", "double", "single", "dollar", "heredoc", "literal", "arith"}
 
+// String names the quoting, for tests and debugging.
 func (q Quote) String() string {
 	if int(q) < len(quoteNames) {
 		return quoteNames[q]
@@ -80,6 +81,7 @@ const (
 
 var checkNames = [...]string{"none", "number", "name"}
 
+// String names the check, for tests and debugging.
 func (c Check) String() string {
 	if int(c) < len(checkNames) {
 		return checkNames[c]
