@@ -27,6 +27,9 @@ type Bwrap struct {
 	system []string // the bind arguments for the system directories
 	copied []string // the files of /etc copied into each sandbox
 	proc   []string // the arguments that cover parts of /proc
+	// prlimit is util-linux's prlimit(1), which sets OpenFiles and
+	// FileSize on the command inside; "" means the shell's ulimit does.
+	prlimit string
 
 	once sync.Once
 	bin  string
@@ -40,6 +43,10 @@ var _ Driver = (*Bwrap)(nil)
 func NewBwrap(opts Options) *Bwrap {
 	b := &Bwrap{opts: opts}
 	b.system, b.copied = systemBinds()
+	// prlimit(1) runs inside, from the read-only /usr.
+	if p, err := exec.LookPath("prlimit"); err == nil && (strings.HasPrefix(p, "/usr/") || strings.HasPrefix(p, "/bin/")) {
+		b.prlimit = p
+	}
 	if os.Geteuid() == 0 {
 		b.proc = procCovers()
 	}
@@ -199,14 +206,15 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 	init := &bwrapInit{ready: make(chan struct{}), pidfd: -1}
 	lim := s.Limits
 	l := &launch{
-		path:     bin,
-		argv:     append([]string{bin, "--args", strconv.Itoa(fdArgs), "--"}, s.Argv...),
-		env:      mergeEnv(s.Env, home, "/tmp", s.Dir),
-		dir:      s.Dir,
-		files:    files,
-		needs:    needsFor(lim, false),
-		helpers:  2, // bwrap, and the sandbox's init
-		treeDead: true,
+		path:        bin,
+		argv:        append([]string{bin, "--args", strconv.Itoa(fdArgs), "--"}, b.inside(lim, s.Argv)...),
+		env:         mergeEnv(s.Env, home, "/tmp", s.Dir),
+		dir:         s.Dir,
+		files:       files,
+		needs:       needsFor(lim, false),
+		filesInside: true,
+		helpers:     2, // bwrap, and the sandbox's init
+		treeDead:    true,
 		afterStart: func(p *Process) {
 			init.started = true
 			go init.read(infoR, p.pid)
@@ -222,6 +230,35 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 		l.nproc = func() int { return lim.Processes + l.helpers }
 	}
 	return start(ctx, &s, l, b.cg)
+}
+
+// inside returns the command bwrap runs: argv, under prlimit(1) or the
+// shell's ulimit when OpenFiles or FileSize is set. Set on bwrap itself,
+// those would stop it: it holds a descriptor per copied file, and writes
+// the copies. prlimit execs the command (same pid, no helper process).
+func (b *Bwrap) inside(lim Limits, argv []string) []string {
+	if lim.OpenFiles == 0 && lim.FileSize == 0 {
+		return argv
+	}
+	if b.prlimit != "" {
+		pre := []string{b.prlimit}
+		if lim.OpenFiles > 0 {
+			pre = append(pre, fmt.Sprintf("--nofile=%d:%d", lim.OpenFiles, lim.OpenFiles))
+		}
+		if lim.FileSize > 0 {
+			pre = append(pre, fmt.Sprintf("--fsize=%d:%d", lim.FileSize, lim.FileSize))
+		}
+		return append(append(pre, "--"), argv...)
+	}
+	// dash's ulimit -f counts 512-byte blocks: the limit is rounded up.
+	script := ""
+	if lim.OpenFiles > 0 {
+		script += fmt.Sprintf("ulimit -n %d && ", lim.OpenFiles)
+	}
+	if lim.FileSize > 0 {
+		script += fmt.Sprintf("ulimit -f %d && ", (lim.FileSize+511)/512)
+	}
+	return append([]string{"/bin/sh", "-c", script + `exec "$@"`, "iterion-sandbox"}, argv...)
 }
 
 // args returns bwrap's options, passed through --args so that they do not

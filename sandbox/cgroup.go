@@ -419,6 +419,9 @@ func readKey(file, key string) int64 {
 // could in theory be reused before the kill reaches it; the window is a
 // few microseconds against a pid space that wraps in far longer.)
 func (g *cgroup) killAll() error {
+	if g.procs == "" {
+		return nil
+	}
 	if g.c.v2 {
 		os.WriteFile(filepath.Join(g.procs, "cgroup.kill"), []byte("1"), 0)
 	}

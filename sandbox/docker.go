@@ -237,8 +237,7 @@ func (d *Docker) runArgs(s *Spec, name, home string, env []string) ([]string, er
 		a = append(a, "--ulimit", fmt.Sprintf("cpu=%d:%d", secs, secs+1))
 	}
 	if lim.OpenFiles > 0 {
-		n := max(lim.OpenFiles, minOpenFiles)
-		a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", n, n))
+		a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", lim.OpenFiles, lim.OpenFiles))
 	}
 	if lim.FileSize > 0 {
 		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileSize, lim.FileSize))

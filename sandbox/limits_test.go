@@ -103,12 +103,14 @@ func TestFileSizeLimit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ws := newWorkspace(t)
+			// 64 KiB is less than some of the files bwrap copies into the
+			// sandbox: the limit must bind the command, not bwrap.
 			s := sandbox.Spec{Argv: []string{"dd", "if=/dev/zero", "of=big", "bs=1M", "count=3"}, Dir: ws, Env: baseEnv}
-			s.Limits = sandbox.Limits{FileSize: 1 << 20}
+			s.Limits = sandbox.Limits{FileSize: 64 << 10}
 			res, err := mustRun(t, d, s)
 			assertLimit(t, res, err, sandbox.LimitFileSize)
-			if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() != 1<<20 {
-				t.Errorf("the file is %v (%v), want 1 MiB", fi, err)
+			if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() != 64<<10 {
+				t.Errorf("the file is %v (%v), want 64 KiB", fi, err)
 			}
 		})
 	}
@@ -118,14 +120,16 @@ func TestOpenFilesLimit(t *testing.T) {
 	for name, d := range limitDrivers(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// 10 is fewer descriptors than bwrap holds while it sets up: the
+			// limit must bind the command, not bwrap.
 			s := bash(newWorkspace(t), "ulimit -n; ulimit -Hn; for i in $(seq 3 40); do eval \"exec $i</dev/null\" || exit 7; done")
-			s.Limits = sandbox.Limits{OpenFiles: 32}
+			s.Limits = sandbox.Limits{OpenFiles: 10}
 			res, err := mustRun(t, d, s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(res.Stdout) != "32\n32\n" || res.ExitCode == 0 {
-				t.Errorf("ulimit -n = %q, exit %d; want 32 32 and a refused descriptor", res.Stdout, res.ExitCode)
+			if string(res.Stdout) != "10\n10\n" || res.ExitCode == 0 {
+				t.Errorf("ulimit -n = %q, exit %d (%s); want 10 10 and a refused descriptor", res.Stdout, res.ExitCode, res.Stderr)
 			}
 		})
 	}

@@ -30,6 +30,9 @@ type launch struct {
 	// selfLimited says that the driver enforces Limits itself (docker): no
 	// rlimits are set on the started process.
 	selfLimited bool
+	// filesInside says that the driver applies OpenFiles and FileSize to
+	// the command itself (bwrap, whose own work they would break).
+	filesInside bool
 	// needs says which cgroups to make for the tree.
 	needs cgroupNeeds
 	// helpers is the number of the driver's own processes in the tree,
@@ -144,8 +147,14 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 		nproc = l.nproc()
 	}
 	var rlimits []rlimit
+	nofile := 0
 	if !l.selfLimited {
-		rlimits = rlimitsFor(s.Limits, cg, nproc)
+		lim := s.Limits
+		if l.filesInside {
+			lim.OpenFiles, lim.FileSize = 0, 0
+		}
+		rlimits = rlimitsFor(lim, cg, nproc)
+		nofile = lim.OpenFiles
 	}
 
 	files := make([]*os.File, 4, 4+len(l.files))
@@ -187,10 +196,12 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 	// shell execs the real program (same pid). Without a gate there would
 	// be no way to do either before the first fork: Go runs no code between
 	// fork and exec. The gate is descriptor 3 (dash takes only one digit in
-	// a redirection); without a gate, 3 is closed.
+	// a redirection); without a gate, 3 is closed. RLIMIT_NOFILE is set by
+	// the gate itself once it has closed 3: dash copies descriptors above
+	// 10 while it redirects, which a low limit would refuse.
 	path, argv := l.path, l.argv
 	var gateW *os.File
-	if cg != nil || len(rlimits) > 0 {
+	if cg != nil || len(rlimits) > 0 || nofile > 0 {
 		gateR, w, err := os.Pipe()
 		if err != nil {
 			outR.Close()
@@ -200,7 +211,11 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 		parentClose = append(parentClose, gateR)
 		gateW = w
 		files[3] = gateR
-		argv = append([]string{"/bin/sh", "-c", `read -r go <&3 && exec "$@" 3<&-`, "iterion-sandbox", path}, argv[1:]...)
+		script := `read -r go <&3 && exec 3<&- && `
+		if nofile > 0 {
+			script += fmt.Sprintf("ulimit -n %d && ", nofile)
+		}
+		argv = append([]string{"/bin/sh", "-c", script + `exec "$@"`, "iterion-sandbox", path}, argv[1:]...)
 		path = "/bin/sh"
 	}
 

@@ -23,19 +23,15 @@ type rlimit struct {
 }
 
 const (
-	rlimitCPU    = 0
-	rlimitFsize  = 1
-	rlimitNproc  = 6
-	rlimitNofile = 7
-	rlimitAS     = 9
+	rlimitCPU   = 0
+	rlimitFsize = 1
+	rlimitNproc = 6
+	rlimitAS    = 9
 )
 
-// minOpenFiles is the lowest RLIMIT_NOFILE given: bwrap needs a few
-// descriptors of its own to set the sandbox up.
-const minOpenFiles = 16
-
-// rlimitsFor returns the rlimits that enforce lim where no cgroup does.
-// nproc is the RLIMIT_NPROC to set for Limits.Processes (0 for none).
+// rlimitsFor returns the rlimits that enforce lim where no cgroup does,
+// except OpenFiles, which the gate sets (see start). nproc is the
+// RLIMIT_NPROC to set for Limits.Processes (0 for none).
 func rlimitsFor(lim Limits, cg *cgroup, nproc int) []rlimit {
 	var rl []rlimit
 	if lim.CPUTime > 0 && !cg.hasCPU() {
@@ -47,9 +43,6 @@ func rlimitsFor(lim Limits, cg *cgroup, nproc int) []rlimit {
 	}
 	if nproc > 0 && (cg == nil || cg.pids == "") {
 		rl = append(rl, rlimit{rlimitNproc, "nproc", uint64(nproc)})
-	}
-	if lim.OpenFiles > 0 {
-		rl = append(rl, rlimit{rlimitNofile, "nofile", uint64(max(lim.OpenFiles, minOpenFiles))})
 	}
 	if lim.FileSize > 0 {
 		rl = append(rl, rlimit{rlimitFsize, "fsize", uint64(lim.FileSize)})

@@ -136,8 +136,7 @@ type Limits struct {
 
 	// OpenFiles is RLIMIT_NOFILE of each process. A breach is returned to
 	// the process as EMFILE and is not visible from outside, so it is never
-	// reported in Result.Limit. Values below 16 are raised to 16 so that
-	// bwrap can set the sandbox up.
+	// reported in Result.Limit.
 	OpenFiles int
 
 	// Output is the number of bytes kept per captured stream (stdout and
