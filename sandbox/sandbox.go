@@ -65,7 +65,8 @@ type Spec struct {
 	// When nil, the stream is captured into the Result up to
 	// Limits.Output. A write error stops the copying (the rest of the
 	// stream is read and dropped so the process never blocks on a full
-	// pipe) and is returned by Wait.
+	// pipe) and is returned by Wait. A writer that blocks holds the process
+	// back (its pipe fills) and Wait until it returns.
 	Stdout, Stderr io.Writer
 }
 
@@ -124,14 +125,17 @@ type Limits struct {
 	CPUTime time.Duration
 
 	// Memory is in bytes: the memory cgroup limit of the tree (including
-	// its tmpfs files), or RLIMIT_AS of each process without cgroups.
-	// Under bwrap it also sizes the private /tmp and HOME tmpfs.
+	// its tmpfs files), or RLIMIT_AS of each process without cgroups (a
+	// poor stand-in: it counts address space, which runtimes such as Go's
+	// and V8 reserve far beyond what they use). Under bwrap and docker it
+	// also sizes the private /tmp and HOME tmpfs.
 	Memory int64
 
 	// Processes is the number of tasks the tree may hold at once, threads
 	// included (the pids cgroup counts threads, as RLIMIT_NPROC does); the
-	// process itself counts. A driver's own helper processes (bwrap has
-	// two) are added on top. A fork or clone beyond it fails with EAGAIN.
+	// process itself counts. A driver's own helper processes (bwrap's two,
+	// docker's init) are added on top. A fork or clone beyond it fails with
+	// EAGAIN.
 	Processes int
 
 	// OpenFiles is RLIMIT_NOFILE of each process. A breach is returned to
@@ -147,7 +151,8 @@ type Limits struct {
 	Output int
 
 	// FileSize is RLIMIT_FSIZE of each process, in bytes: the largest file
-	// it may write. Writing past it raises SIGXFSZ.
+	// it may write (pipes are not bounded). Writing past it raises
+	// SIGXFSZ.
 	FileSize int64
 }
 
@@ -185,17 +190,16 @@ type Result struct {
 	// Limit is "" or the limit the tree ran into (one of the Limit*
 	// constants). A breach is reported only when the process failed (a
 	// non-zero exit status or a signal), or was killed for it: a command
-	// that saw a fork fail and still exited 0 has no Limit. When several
-	// apply, memory and processes win over cpu_time and file_size, which
-	// win over wall_time, because they name the cause (a fork bomb stuck
-	// until its wall time reports processes).
+	// that saw a fork fail and still exited 0 has no Limit. memory and
+	// processes win over wall_time and cpu_time, because they name the
+	// cause (a fork bomb stuck until its wall time reports processes).
 	Limit string
 	// Duration is the wall time from start to exit.
 	Duration time.Duration
-	// CPUTime is the CPU time the tree used: the cgroup's account when
-	// there is one (a tree with Limits.CPUTime, or under the host driver),
-	// otherwise under the host driver the usage of the command and the
-	// descendants it waited for, and 0 (unknown) under bwrap and docker.
+	// CPUTime is the CPU time the tree used: the cgroup's account when the
+	// tree has a CPU cgroup (Limits.CPUTime set and cgroups in use);
+	// otherwise, under the host driver, the usage of the command and the
+	// descendants it waited for, and under bwrap and docker 0 (unknown).
 	CPUTime time.Duration
 }
 
