@@ -46,6 +46,11 @@ type Task struct {
 	ToolMaxSteps int
 	MaxTokens    int
 	WorkDir      string
+	// Exec runs a process for the agent's own tools (a shell, grep) in the
+	// node's sandbox, in WorkDir, with the sandbox's minimal environment
+	// and the node's network policy (none unless its sandbox: opens it).
+	// nil when the engine has no sandbox: such tools must then fail.
+	Exec func(ctx context.Context, argv []string) (*ProcessResult, error)
 	// Interaction is the node's interaction mode.
 	Interaction string
 

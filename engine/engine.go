@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,17 @@ type Options struct {
 	// order per run, for progress display and live views. It must not
 	// block for long.
 	OnEvent func(Event)
+	// Sandbox runs every process the run starts (tool nodes, agents'
+	// shells). nil means none: such nodes fail SANDBOX_UNAVAILABLE, since
+	// nothing runs on the host unless asked for.
+	Sandbox Sandbox
+	// WorkspaceQuota, when positive, is the most a run's workspace may hold,
+	// in bytes, measured after each node that may write to it; a run over it
+	// fails SANDBOX_LIMIT. 0 means no quota.
+	WorkspaceQuota int64
+	// MaxParallelBranches bounds the branches of a fan_out_all that run at
+	// once when the workflow's budget does not. 0 means four per core.
+	MaxParallelBranches int
 	// Redactor scrubs the server's secret values from what the engine
 	// stores for people to read (failure messages, events, outbox rows,
 	// questions, node outputs and so artifacts), from the events OnEvent
@@ -79,6 +91,9 @@ type Engine struct {
 	onEvent  func(Event)
 	failAt   func(string)
 	redact   *Redactor
+	sandbox  Sandbox
+	parallel int
+	quota    int64
 
 	mu      sync.Mutex
 	running map[string]*execution
@@ -90,6 +105,10 @@ func New(opts Options) *Engine {
 		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
 		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
+		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
+	}
+	if e.parallel <= 0 {
+		e.parallel = 4 * runtime.NumCPU()
 	}
 	if e.failAt == nil {
 		e.failAt = func(string) {}
@@ -165,6 +184,11 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 		Vars: req.Vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
 	}
 	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": req.Vars}}
+	if sw, ok := e.sandbox.(SandboxWarner); ok {
+		if warning := sw.SandboxWarning(); warning != "" {
+			started.Data["sandbox_warning"] = warning
+		}
+	}
 	ctx, done, err := e.register(ctx, id)
 	if err != nil {
 		return nil, err
@@ -228,7 +252,8 @@ func (e *Engine) Cancel(runID string) bool {
 
 // Stop ends a run that is not over, and reports whether it did. When it
 // returns true the stop is durable. A run paused or interrupted and not
-// executing is stored cancelled, synced, with the outbox row that tells
+// executing is leased (any executor that took it meanwhile is stale from
+// then on) and stored cancelled, synced, with the outbox row that tells
 // its channels. A run executing in this process is marked in the store
 // (RequestStop) and cancelled: from then on the store refuses it any end
 // but cancelled, so a run already past its last check cannot commit
@@ -265,14 +290,16 @@ func (e *Engine) stop(ctx context.Context, runID, reason string) (bool, error) {
 		x.cancel()
 		return true, nil
 	}
-	run, err := e.store.Run(ctx, runID)
+	// Not executing here: paused, interrupted, or about to be taken by a
+	// start or resume that has not registered yet. Taking the lease makes
+	// that executor's writes stale, so the cancel below stays the run's end.
+	run, err := e.store.Acquire(ctx, runID, e.owner)
 	if err != nil {
 		return false, err
 	}
 	if run.Status.Terminal() || run.Status == StatusFailedResumable {
 		return false, nil
 	}
-	// Paused, or interrupted (its executor died).
 	if err := e.store.Commit(ctx, cancelChange(run, reason)); err != nil {
 		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
 	}
@@ -384,6 +411,19 @@ func (e *Engine) Preflight(w *dsl.Workflow) error {
 		seen[name+"|"+n.LLM.Model] = true
 		if err := p.Preflight(n.LLM.Model); err != nil {
 			problems = append(problems, fmt.Sprintf("node %s: %v", n.ID, err))
+		}
+	}
+	if e.sandbox == nil {
+		for _, n := range w.Nodes {
+			if n.Kind == dsl.NodeTool {
+				problems = append(problems, fmt.Sprintf("tool node %s: %v", n.ID, errNoSandbox))
+				break
+			}
+		}
+	}
+	if p, ok := e.sandbox.(SandboxPreflighter); ok {
+		if err := p.PreflightSandbox(w); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {

@@ -54,7 +54,7 @@ func (s *script) Capabilities() engine.Capabilities {
 
 func newEngine(t testing.TB, db engine.Store, backends map[string]engine.Backend) *engine.Engine {
 	t.Helper()
-	return engine.New(engine.Options{Store: db, Backends: backends, Poll: time.Hour})
+	return engine.New(engine.Options{Store: db, Backends: backends, Poll: time.Hour, Sandbox: testSandbox(t)})
 }
 
 func start(t testing.TB, e *engine.Engine, w *dsl.Workflow, vars map[string]any) *engine.Run {
@@ -581,7 +581,7 @@ workflow w:
 		t.Fatal(err)
 	}
 	var sideDone = make(chan struct{})
-	e := engine.New(engine.Options{Store: db, Poll: time.Hour, OnEvent: func(ev engine.Event) {
+	e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Poll: time.Hour, OnEvent: func(ev engine.Event) {
 		if ev.Type == engine.EventNodeFinished && ev.NodeID == "side" {
 			close(sideDone)
 		}
@@ -734,7 +734,7 @@ func TestCancelKeepsGateDeadline(t *testing.T) {
 	db := newStore(t)
 	var finalUser string
 	parked := make(chan struct{}, 1)
-	e := engine.New(engine.Options{Store: db, Backends: asyncBackends(t, &finalUser, nil), Poll: time.Hour, Failpoint: func(name string) {
+	e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Backends: asyncBackends(t, &finalUser, nil), Poll: time.Hour, Failpoint: func(name string) {
 		if name == engine.FailGateParked {
 			parked <- struct{}{}
 		}
@@ -816,7 +816,7 @@ workflow w:
 	}
 	stopAtGate := func() string {
 		parked := make(chan struct{}, 1)
-		e := engine.New(engine.Options{Store: db, Poll: time.Hour, Failpoint: func(name string) {
+		e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Poll: time.Hour, Failpoint: func(name string) {
 			if name == engine.FailGateParked {
 				parked <- struct{}{}
 			}

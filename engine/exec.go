@@ -171,6 +171,9 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	start := rs.e.now()
 	out, err := rs.execNode(nctx, n, input, iteration, branch)
 	rs.e.failAt(FailAfterExec)
+	if err == nil {
+		err = rs.checkQuota(n)
+	}
 	if err != nil {
 		if nctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 			return nil, failf(CodeTimeout, "timed out after %s", n.Timeout)
@@ -549,9 +552,10 @@ type branchResult struct {
 func (rs *runState) fanOut(ctx context.Context, router *dsl.Node, out map[string]any) (string, map[string]any, error) {
 	edges := rs.w.Outgoing(router.ID)
 	limit := rs.w.Budget.MaxParallelBranches
-	if limit <= 0 || limit > len(edges) {
-		limit = len(edges)
+	if limit <= 0 {
+		limit = rs.e.parallel
 	}
+	limit = min(limit, len(edges))
 	sem := make(chan struct{}, limit)
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()

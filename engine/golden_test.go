@@ -109,7 +109,7 @@ func runGolden(t *testing.T, src, answers string) string {
 		}
 		return &engine.Result{Output: out, Tokens: 10}, nil
 	}}
-	e = engine.New(engine.Options{Store: db, Backends: map[string]engine.Backend{"claw": agent}})
+	e = engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Backends: map[string]engine.Backend{"claw": agent}})
 	w := mustCompile(t, src)
 	run, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "golden", WorkDir: t.TempDir()})
 	if err != nil {

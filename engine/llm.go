@@ -51,6 +51,11 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
 	}
+	if rs.e.sandbox != nil {
+		task.Exec = func(ctx context.Context, argv []string) (*ProcessResult, error) {
+			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir})
+		}
+	}
 	if n.Output != nil {
 		task.OutputSchema = n.Output.JSONSchema()
 	}

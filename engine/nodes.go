@@ -1,17 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
@@ -120,84 +115,35 @@ func conform(v any, f *dsl.Field) (any, error) {
 // maxToolOutput bounds what a tool's stdout may bring into a run.
 const maxToolOutput = 4 << 20
 
-// tool runs a tool node's command with bash -c in the run's workspace.
-// Stdout that is a JSON object is the output; any other text becomes
-// {result: text}. A non-zero exit fails the node with the tail of stderr.
+// tool runs a tool node's command with bash -c in the run's workspace,
+// inside the sandbox. Stdout that is a JSON object is the output; any other
+// text becomes {result: text}. A non-zero exit fails the node with the
+// tail of stderr.
 func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
 	command, refs, err := renderCommand(n.Tool.Command, rs.scope(input))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "bash", "-c", command)
-	cmd.Dir = rs.workdir
-	// A minimal environment: the process's own (API keys, tokens) never
-	// reaches a workflow's command.
-	cmd.Env = SafeEnv(refs)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Cancellation kills the whole process group, not just bash.
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = maxToolOutput, 64<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // children left in the background
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
-		err = nil // the command succeeded; a background child kept its output open
-	}
+	res, err := rs.runProcess(ctx, &Process{
+		Node: n, Argv: []string{"bash", "-c", command}, Env: refs,
+		MaxStdout: maxToolOutput, MaxStderr: 64 << 10,
+	})
 	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			// Scrubbed before it is cut: a cut secret would not be found.
-			return nil, failf(CodeExecutionFailed, "command exited with status %d: %s", exit.ExitCode(), tail(rs.e.redact.String(stderr.String()), 2000))
-		}
-		return nil, failf(CodeExecutionFailed, "running command: %v", err)
+		return nil, err
 	}
-	if stdout.truncated {
+	if res.ExitCode != 0 {
+		// Scrubbed before it is cut: a cut secret would not be found.
+		return nil, failf(CodeExecutionFailed, "command exited with status %d: %s", res.ExitCode, tail(rs.e.redact.String(string(res.Stderr)), 2000))
+	}
+	if res.StdoutTruncated {
 		return nil, failf(CodeExecutionFailed, "command printed more than %d bytes", maxToolOutput)
 	}
-	text := strings.TrimSpace(stdout.String())
+	text := strings.TrimSpace(string(res.Stdout))
 	var obj map[string]any
 	if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &obj) == nil && obj != nil {
 		return normalize(obj).(map[string]any), nil
 	}
 	return map[string]any{"result": text}, nil
-}
-
-// SafeEnv is the environment of every command run for a workflow (tool
-// nodes, an agent's bash): the few variables programs need, and extra, but
-// none of the process's others, which hold API keys and tokens.
-func SafeEnv(extra []string) []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return append(env, extra...)
-}
-
-// limitedBuffer keeps at most max bytes and notes that more were written.
-type limitedBuffer struct {
-	bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.Buffer.Write(p)
 }
 
 func tail(s string, n int) string {

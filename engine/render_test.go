@@ -3,7 +3,6 @@ package engine
 import (
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/iterion-bot/iterion/dsl"
@@ -63,7 +62,7 @@ func TestRenderCommandIsInjectionSafe(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command("bash", "-c", cmdText)
-			cmd.Env = append(SafeEnv(nil), env...)
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("%s: %v", cmdText, err)
@@ -80,14 +79,5 @@ func TestRenderCommandIsInjectionSafe(t *testing.T) {
 	cmdText, env, err := renderCommand(compileTemplate(t, "echo {{!vars.name}}"), &scope{vars: map[string]any{"name": "x"}})
 	if err != nil || cmdText != "echo x" || len(env) != 0 {
 		t.Errorf("raw: %q %v", cmdText, env)
-	}
-}
-
-func TestToolEnvironmentHasNoSecrets(t *testing.T) {
-	t.Setenv("ANTHROPIC_API_KEY", "sk-secret")
-	for _, kv := range SafeEnv(nil) {
-		if strings.Contains(kv, "sk-secret") {
-			t.Fatalf("secret in the tool environment: %s", kv)
-		}
 	}
 }

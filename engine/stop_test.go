@@ -11,18 +11,18 @@ import (
 
 type ctxKey string
 
-// gatedStore holds Stop's first read of the run (ctx tagged "stop") until
+// gatedStore holds Stop's first lease of the run (ctx tagged "stop") until
 // released, and runs a hook when Resume reads the checkpoint.
 type gatedStore struct {
 	*store.DB
 	once         sync.Once
-	stopRead     chan struct{} // closed once Stop has read the run
+	stopRead     chan struct{} // closed once Stop has leased the run
 	releaseStop  chan struct{}
 	onCheckpoint func()
 }
 
-func (s *gatedStore) Run(ctx context.Context, id string) (*engine.Run, error) {
-	r, err := s.DB.Run(ctx, id)
+func (s *gatedStore) Acquire(ctx context.Context, id, owner string) (*engine.Run, error) {
+	r, err := s.DB.Acquire(ctx, id, owner)
 	if ctx.Value(ctxKey("stop")) != nil {
 		s.once.Do(func() {
 			close(s.stopRead)
@@ -42,7 +42,7 @@ func (s *gatedStore) Checkpoint(ctx context.Context, id string) ([]byte, error) 
 
 const pauseThenCompute = "human approve:\n  instructions: \"ok?\"\ncompute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: approve\n  approve -> c\n  c -> done\n"
 
-// Stop read the paused run before Resume registered it and commits while
+// Stop leased the paused run before Resume registered it and commits while
 // Resume reads the checkpoint: when Stop says "stopped" (and queues the
 // cancelled outbox row), the run must not go on and finish.
 func TestStopDuringResumeIsKept(t *testing.T) {
@@ -64,7 +64,7 @@ func TestStopDuringResumeIsKept(t *testing.T) {
 		ok, err := e.Stop(context.WithValue(ctx, ctxKey("stop"), true), run.ID, "cancelled by a maintainer")
 		stopc <- res{ok, err}
 	}()
-	<-gs.stopRead // Stop found nothing executing and read the run paused
+	<-gs.stopRead // Stop found nothing executing and leased the run paused
 	var stop res
 	gs.onCheckpoint = func() { // Resume has registered and re-read the run
 		close(gs.releaseStop)

@@ -26,9 +26,6 @@ type Options struct {
 	// Sleep waits between retries; tests inject one that does not wait.
 	// nil means a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Runner runs the workspace tools. nil means on the host, in the
-	// node's work directory.
-	Runner Runner
 	// Prices add to and override the built-in price table, by model
 	// prefix ("<provider>/<model>"). nil means the built-in table alone.
 	Prices map[string]Price
@@ -46,7 +43,6 @@ type Backend struct {
 	providers map[string]ProviderConfig
 	hc        *http.Client
 	sleep     func(context.Context, time.Duration) error
-	runner    Runner
 	prices    map[string]Price
 	// newProvider builds the provider for a model; tests reach it through
 	// the real constructors with base URLs of a fake server.
@@ -57,15 +53,12 @@ var _ engine.Backend = (*Backend)(nil)
 
 // New returns the claw backend.
 func New(opts Options) *Backend {
-	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, runner: opts.Runner, prices: opts.Prices}
+	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, prices: opts.Prices}
 	if b.env == nil {
 		b.env = os.Getenv
 	}
 	if b.sleep == nil {
 		b.sleep = sleepCtx
-	}
-	if b.runner == nil {
-		b.runner = HostRunner{}
 	}
 	b.newProvider = b.provider
 	return b

@@ -1,12 +1,11 @@
 package claw
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,21 +15,6 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// Runner carries out the workspace tools: on the host for now, in a
-// sandbox later. Paths are relative to the node's work directory dir and
-// may not leave it.
-type Runner interface {
-	Run(ctx context.Context, dir, command string) (output string, exitCode int, err error)
-	ReadFile(dir, path string) ([]byte, error)
-	WriteFile(dir, path string, data []byte) error
-	List(dir, path string) ([]string, error)
-}
-
-// HostRunner runs the workspace tools on this machine.
-type HostRunner struct{}
-
-var _ Runner = HostRunner{}
-
 // Limits on what one tool call reads or prints.
 const (
 	maxFileRead   = 256 << 10
@@ -38,54 +22,36 @@ const (
 	bashTimeout   = 10 * time.Minute
 )
 
-// Run runs command with bash -c in dir; output is stdout and stderr, cut
-// at maxToolOutput. The command gets a minimal environment: never the
-// process's secrets (API keys, tokens).
-func (HostRunner) Run(ctx context.Context, dir, command string) (string, int, error) {
+// run runs command with bash -c in the task's workspace, inside the
+// node's sandbox (the engine's Task.Exec); output is stdout then stderr,
+// each cut at maxToolOutput.
+func run(ctx context.Context, t *engine.Task, command string) (string, int, error) {
+	if t.Exec == nil {
+		return "", -1, errors.New("this node has no sandbox to run commands in")
+	}
 	ctx, cancel := context.WithTimeout(ctx, bashTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", command)
-	cmd.Dir = dir
-	cmd.Env = engine.SafeEnv(nil)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	out := &cappedBuffer{max: maxToolOutput}
-	cmd.Stdout, cmd.Stderr = out, out
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // background children too
+	res, err := t.Exec(ctx, []string{"bash", "-c", command})
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return "", -1, fmt.Errorf("the command ran longer than %s and was stopped", bashTimeout)
+		}
+		return "", -1, err
 	}
-	text := out.String()
-	if out.cut {
+	text := string(res.Stdout)
+	if len(res.Stderr) > 0 {
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += string(res.Stderr)
+	}
+	if res.StdoutTruncated {
 		text += "\n… (output cut)"
 	}
-	var exit *exec.ExitError
-	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
-		return text, 0, nil
-	case errors.As(err, &exit):
-		return text, exit.ExitCode(), nil
+	if res.Limit != "" {
+		text += fmt.Sprintf("\n(stopped: the sandbox's %s limit, %s)", res.Limit, res.Detail)
 	}
-	return text, -1, err
-}
-
-// cappedBuffer keeps the first max bytes written to it.
-type cappedBuffer struct {
-	bytes.Buffer
-	max int
-	cut bool
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room < len(p) {
-		b.cut = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.Buffer.Write(p)
+	return text, res.ExitCode, nil
 }
 
 // openRoot opens the workspace so that no path, link or race can leave it.
@@ -107,8 +73,11 @@ func clean(path string) (string, error) {
 	return path, nil
 }
 
-// openIn opens path inside the workspace dir; close the root when done.
-func openIn(dir, path string) (*os.Root, *os.File, error) {
+// openIn opens path inside the workspace dir for reading; close the root
+// when done. It never blocks: a FIFO, a socket or a device is refused
+// (opened non-blocking, then checked), so a planted FIFO cannot hold a
+// tool call past its node's timeout. want is the kind of file expected.
+func openIn(dir, path string, want os.FileMode) (*os.Root, *os.File, error) {
 	path, err := clean(path)
 	if err != nil {
 		return nil, nil, err
@@ -117,32 +86,69 @@ func openIn(dir, path string) (*os.Root, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := r.Open(path)
+	f, err := r.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		r.Close()
 		return nil, nil, rootErr(path, err)
 	}
+	if err := checkKind(f, path, want); err != nil {
+		f.Close()
+		r.Close()
+		return nil, nil, err
+	}
 	return r, f, nil
 }
 
-// ReadFile reads a workspace file.
-func (HostRunner) ReadFile(dir, path string) ([]byte, error) {
-	r, f, err := openIn(dir, path)
+// checkKind refuses f unless it is a regular file (want 0) or a directory
+// (want os.ModeDir).
+func checkKind(f *os.File, path string, want os.FileMode) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	switch got := st.Mode().Type(); {
+	case got == want:
+		return nil
+	case want == os.ModeDir:
+		return fmt.Errorf("%s is not a directory", path)
+	case got == os.ModeDir:
+		return fmt.Errorf("%s is a directory: use list_files", path)
+	default:
+		return fmt.Errorf("%s is not a regular file (%s): only regular files can be read or written", path, kindName(got))
+	}
+}
+
+func kindName(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
+// readFile reads a workspace file.
+func readFile(dir, path string) ([]byte, error) {
+	r, f, err := openIn(dir, path, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	defer f.Close()
 	b := make([]byte, maxFileRead+1)
-	n, _ := f.Read(b)
+	n, _ := io.ReadFull(f, b)
 	if n > maxFileRead {
 		return nil, fmt.Errorf("%s is larger than %d bytes: read a part of it with bash (head, sed -n)", path, maxFileRead)
 	}
 	return b[:n], nil
 }
 
-// WriteFile writes a workspace file, creating its directories.
-func (HostRunner) WriteFile(dir, path string, data []byte) error {
+// writeFile writes a workspace file, creating its directories. Like
+// openIn it never blocks on, or writes into, anything but a regular file.
+func writeFile(dir, path string, data []byte) error {
 	path, err := clean(path)
 	if err != nil {
 		return err
@@ -157,12 +163,27 @@ func (HostRunner) WriteFile(dir, path string, data []byte) error {
 			return rootErr(path, err)
 		}
 	}
-	return rootErr(path, r.WriteFile(path, data, 0o644))
+	f, err := r.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			return fmt.Errorf("%s is not a regular file (a FIFO): only regular files can be read or written", path)
+		}
+		return rootErr(path, err)
+	}
+	defer f.Close()
+	if err := checkKind(f, path, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return err
 }
 
-// List lists a workspace directory, directories marked with a slash.
-func (HostRunner) List(dir, path string) ([]string, error) {
-	r, f, err := openIn(dir, path)
+// list lists a workspace directory, directories marked with a slash.
+func list(dir, path string) ([]string, error) {
+	r, f, err := openIn(dir, path, os.ModeDir)
 	if err != nil {
 		return nil, err
 	}
@@ -205,18 +226,17 @@ var strProp = map[string]any{"type": "string"}
 
 // workspaceTool returns a built-in workspace tool by name.
 func (b *Backend) workspaceTool(name string) (tool, bool) {
-	r := b.runner
 	switch name {
 	case "read_file":
 		return tool{def: ToolDef{Name: name, Description: "Read a text file of the workspace.", Schema: objectSchema([]string{"path"}, map[string]any{"path": strProp})},
 			run: func(_ context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
-				b, err := r.ReadFile(t.WorkDir, str(in, "path"))
+				b, err := readFile(t.WorkDir, str(in, "path"))
 				return string(b), err
 			}}, true
 	case "write_file":
 		return tool{def: ToolDef{Name: name, Description: "Write (create or replace) a file of the workspace.", Schema: objectSchema([]string{"path", "content"}, map[string]any{"path": strProp, "content": strProp})},
 			run: func(_ context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
-				if err := r.WriteFile(t.WorkDir, str(in, "path"), []byte(str(in, "content"))); err != nil {
+				if err := writeFile(t.WorkDir, str(in, "path"), []byte(str(in, "content"))); err != nil {
 					return "", err
 				}
 				return "wrote " + str(in, "path"), nil
@@ -225,7 +245,7 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 		return tool{def: ToolDef{Name: name, Description: "Replace exactly one occurrence of old with new in a workspace file.", Schema: objectSchema([]string{"path", "old", "new"}, map[string]any{"path": strProp, "old": strProp, "new": strProp})},
 			run: func(_ context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
 				path, old := str(in, "path"), str(in, "old")
-				b, err := r.ReadFile(t.WorkDir, path)
+				b, err := readFile(t.WorkDir, path)
 				if err != nil {
 					return "", err
 				}
@@ -235,7 +255,7 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 				case n > 1:
 					return "", fmt.Errorf("the text to replace occurs %d times in %s: include more context so it occurs once", n, path)
 				}
-				if err := r.WriteFile(t.WorkDir, path, []byte(strings.Replace(string(b), old, str(in, "new"), 1))); err != nil {
+				if err := writeFile(t.WorkDir, path, []byte(strings.Replace(string(b), old, str(in, "new"), 1))); err != nil {
 					return "", err
 				}
 				return "edited " + path, nil
@@ -243,7 +263,7 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 	case "list_files":
 		return tool{def: ToolDef{Name: name, Description: "List a directory of the workspace.", Schema: objectSchema(nil, map[string]any{"path": strProp})},
 			run: func(_ context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
-				names, err := r.List(t.WorkDir, str(in, "path"))
+				names, err := list(t.WorkDir, str(in, "path"))
 				return strings.Join(names, "\n"), err
 			}}, true
 	case "grep":
@@ -263,7 +283,7 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 				if path == "" {
 					path = "."
 				}
-				out, code, err := r.Run(ctx, t.WorkDir, "grep -rnE -- "+shellQuote(str(in, "pattern"))+" "+shellQuote(path))
+				out, code, err := run(ctx, t, "grep -rnE -- "+shellQuote(str(in, "pattern"))+" "+shellQuote(path))
 				if err == nil && code == 1 {
 					return "no match", nil
 				}
@@ -272,7 +292,7 @@ func (b *Backend) workspaceTool(name string) (tool, bool) {
 	case "bash":
 		return tool{def: ToolDef{Name: name, Description: "Run a bash command in the workspace; returns its output and exit status.", Schema: objectSchema([]string{"command"}, map[string]any{"command": strProp})},
 			run: func(ctx context.Context, t *engine.Task, _ *Conversation, _ Block, in map[string]any) (string, error) {
-				out, code, err := r.Run(ctx, t.WorkDir, str(in, "command"))
+				out, code, err := run(ctx, t, str(in, "command"))
 				if err != nil {
 					return "", err
 				}

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
 )
 
 func TestWorkspaceTools(t *testing.T) {
@@ -24,8 +26,11 @@ func TestWorkspaceTools(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "planted"), filepath.Join(dir, "dangling")); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := New(Options{})
-	task := &engine.Task{WorkDir: dir}
+	task := &engine.Task{WorkDir: dir, Exec: sandboxExec(t, dir)}
 	run := func(name string, input map[string]any) (string, error) {
 		tl, ok := b.workspaceTool(name)
 		if !ok {
@@ -45,17 +50,23 @@ func TestWorkspaceTools(t *testing.T) {
 		{"edit", "edit_file", map[string]any{"path": "src/a.txt", "old": "world", "new": "claw"}, "edited src/a.txt", ""},
 		{"read edited", "read_file", map[string]any{"path": "src/a.txt"}, "hello claw\n", ""},
 		{"edit missing text", "edit_file", map[string]any{"path": "src/a.txt", "old": "nope", "new": "x"}, "", "not in src/a.txt"},
-		{"list", "list_files", map[string]any{"path": "."}, "dangling\nescape\nsrc/", ""},
+		{"list", "list_files", map[string]any{"path": "."}, "dangling\nescape\nfifo\nsrc/", ""},
+		{"a FIFO is not read", "read_file", map[string]any{"path": "fifo"}, "", "fifo is not a regular file (a FIFO)"},
+		{"a FIFO is not written", "write_file", map[string]any{"path": "fifo", "content": "x"}, "", "fifo is not a regular file (a FIFO)"},
+		{"a FIFO is not listed", "list_files", map[string]any{"path": "fifo"}, "", "fifo is not a directory"},
+		{"a directory is not read", "read_file", map[string]any{"path": "src"}, "", "src is a directory"},
 		{"grep", "grep", map[string]any{"pattern": "cl.w"}, "src/a.txt:1:hello claw", ""},
 		{"grep no match", "grep", map[string]any{"pattern": "zzz"}, "no match", ""},
 		{"bash", "bash", map[string]any{"command": "echo hi; exit 3"}, "hi\n\n(exit status 3)", ""},
+		{"bash works in the workspace", "bash", map[string]any{"command": "cat src/a.txt; id -u"}, "hello claw\n1000", ""},
+		{"secrets stay out of bash", "bash", map[string]any{"command": "echo key=${ANTHROPIC_API_KEY:-none}; cat /proc/1/environ /proc/$PPID/environ | tr '\\0' '\\n' | grep -c sk-secret"}, "key=none\n0", ""},
+		{"the outside is not there for bash", "bash", map[string]any{"command": "cat " + filepath.Join(outside, "secret")}, "No such file", ""},
+		{"background children do not hold the tool", "bash", map[string]any{"command": "sleep 30 & echo started"}, "started", ""},
 		{"absolute path refused", "read_file", map[string]any{"path": "/etc/passwd"}, "", "must be relative"},
 		{"dot-dot refused", "read_file", map[string]any{"path": "../x"}, "", "leaves the workspace"},
 		{"symlink escape refused", "read_file", map[string]any{"path": "escape/secret"}, "", "leaves the workspace"},
 		{"write through symlink refused", "write_file", map[string]any{"path": "escape/new", "content": "x"}, "", "leaves the workspace"},
 		{"write through dangling symlink refused", "write_file", map[string]any{"path": "dangling", "content": "x"}, "", "leaves the workspace"},
-		{"secrets stay out of bash", "bash", map[string]any{"command": "echo key=${ANTHROPIC_API_KEY:-none}"}, "key=none", ""},
-		{"background children do not hold the tool", "bash", map[string]any{"command": "sleep 30 & echo started"}, "started", ""},
 	}
 	for _, st := range steps {
 		got, err := run(st.tool, st.input)
@@ -75,6 +86,22 @@ func TestWorkspaceTools(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
 		t.Error("a file was written outside the workspace")
+	}
+}
+
+// sandboxExec runs the shell tools as the engine does: in the default
+// sandbox (bubblewrap), in dir.
+func sandboxExec(t *testing.T, dir string) func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
+	t.Helper()
+	sb, err := nodesandbox.New(nodesandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Default().Available(); err != nil {
+		t.Fatalf("claw's shell tools run under bubblewrap: %v", err)
+	}
+	return func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
+		return sb.Run(ctx, &engine.Process{Argv: argv, Dir: dir})
 	}
 }
 

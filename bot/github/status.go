@@ -40,6 +40,7 @@ type view struct {
 	ixs     []*engine.Interaction
 	done    int      // steps finished
 	current []string // steps executing
+	warning string   // the sandbox's warning, when it does not isolate
 	snap    *engine.Snapshot
 	numbers map[string]int // interaction id → short number on the PR
 	posts   map[string]string
@@ -71,7 +72,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	}
 	r.mu.Lock()
 	p.add(events)
-	v.done, v.current = p.done, p.current()
+	v.done, v.current, v.warning = p.done, p.current(), p.warning
 	r.mu.Unlock()
 	raw, err := r.Store.Checkpoint(ctx, runID)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -281,6 +282,9 @@ func renderStatus(v *view) string {
 		fmt.Fprintf(&b, "Started by `%s`. ", Disarm(a))
 	}
 	done, current := v.done, v.current
+	if v.warning != "" {
+		fmt.Fprintf(&b, "⚠️ %s.\n\n", Disarm(v.warning))
+	}
 	fmt.Fprintf(&b, "%d step%s done", done, plural(done))
 	if !run.Status.Terminal() && len(current) > 0 {
 		fmt.Fprintf(&b, "; now at %s", codeList(current, 3))
@@ -302,7 +306,8 @@ func renderStatus(v *view) string {
 // progress is what a run's event log says of its steps, folded as the
 // log grows: a sync reads only the events since the last.
 type progress struct {
-	after   int64 // the last event folded
+	after   int64  // the last event folded
+	warning string // the sandbox's warning, from run_started
 	done    int
 	running map[string]bool
 	order   []string // nodes in the order first started, each once
@@ -317,6 +322,8 @@ func (p *progress) add(events []engine.Event) {
 		}
 		p.after = ev.Seq
 		switch ev.Type {
+		case engine.EventRunStarted:
+			p.warning, _ = ev.Data["sandbox_warning"].(string)
 		case engine.EventNodeStarted:
 			if _, seen := p.running[ev.NodeID]; !seen {
 				p.order = append(p.order, ev.NodeID)

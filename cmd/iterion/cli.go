@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -195,11 +196,18 @@ func readWorkflow(name string) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unsupported workflow extension %q: expected .bot or .iter", filepath.Ext(name))
 	}
-	f, err := os.Open(name)
+	// Opened without blocking and checked: a FIFO or a device named as a
+	// workflow would otherwise hold the command forever.
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading workflow: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading workflow %s: %w", name, err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading workflow %s: not a regular file (%s): name the .bot file itself", name, st.Mode().Type())
+	}
 	src, err := io.ReadAll(io.LimitReader(f, dsl.MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading workflow %s: %w", name, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -120,6 +121,14 @@ func TestValidateJSONClean(t *testing.T) {
 }
 
 func TestValidateUsageAndIO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe.bot")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dirBot := filepath.Join(t.TempDir(), "dir.bot")
+	if err := os.Mkdir(dirBot, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -131,6 +140,9 @@ func TestValidateUsageAndIO(t *testing.T) {
 		{name: "unknown flag", args: []string{"validate", "--jsn", "x.bot"}, wantCode: exitUsage, wantStderr: "unknown flag: --jsn"},
 		{name: "missing file", args: []string{"validate", "/nonexistent/x.bot"}, wantCode: exitError, wantStdout: "no such file or directory"},
 		{name: "wrong extension", args: []string{"validate", "workflow.yaml"}, wantCode: exitError, wantStdout: `unsupported workflow extension ".yaml"`},
+		// Nothing writes to the FIFO: reading it would never return.
+		{name: "a FIFO", args: []string{"validate", fifo}, wantCode: exitError, wantStdout: "not a regular file"},
+		{name: "a directory", args: []string{"validate", dirBot}, wantCode: exitError, wantStdout: "not a regular file"},
 		{name: "version extra arg", args: []string{"version", "x"}, wantCode: exitUsage, wantStderr: `unexpected argument "x"`},
 		{name: "version", args: []string{"version"}, wantCode: exitOK, wantStdout: "iterion "},
 	}

@@ -43,6 +43,8 @@ type serveConfig struct {
 	// GitHub is the App's non-secret settings; see githubSettings for how
 	// the environment completes and overrides them.
 	GitHub githubFile `yaml:"github"`
+	// Sandbox is where the processes of runs run; see sandboxSettings.
+	Sandbox sandboxSettings `yaml:"sandbox"`
 	// Secrets names environment variables whose values are secrets of
 	// this server beyond those iterion knows (a Slack token, a database
 	// password): like the model keys, the API token, the webhook secret
@@ -90,6 +92,7 @@ func defaultServeConfig() serveConfig {
 		ShutdownGrace: 30 * time.Second,
 		Log:           logSettings{Level: "info", Format: "text"},
 		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 7 * 24 * time.Hour},
+		Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10 << 10},
 	}
 }
 
@@ -209,6 +212,30 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"log.format": func(at string, v reflect.Value) string {
 		if s := v.String(); s != "text" && s != "json" {
 			return at + ": use text or json"
+		}
+		return ""
+	},
+	"sandbox.driver": func(at string, v reflect.Value) string {
+		if !sandboxDrivers[v.String()] {
+			return at + ": use bwrap (the default), docker (with sandbox.docker_image) or host (no isolation)"
+		}
+		return ""
+	},
+	"sandbox.workspace_quota_mb": func(at string, v reflect.Value) string {
+		if v.Int() < 0 {
+			return at + ": write 0 for no quota, or a size in MiB like 10240"
+		}
+		return ""
+	},
+	"sandbox.limits.memory_mb": func(at string, v reflect.Value) string {
+		if v.Int() < 0 {
+			return at + ": write 0 for the default (4096), or a size in MiB"
+		}
+		return ""
+	},
+	"sandbox.max_parallel_branches": func(at string, v reflect.Value) string {
+		if v.Int() < 0 {
+			return at + ": write 0 for four per core, or a positive number"
 		}
 		return ""
 	},

@@ -28,7 +28,7 @@ func clearServeEnv(t *testing.T) {
 }
 
 func TestServeConfigErrors(t *testing.T) {
-	const keys = "(the keys here are addr, store, shutdown_grace, log, github, secrets, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, log, github, sandbox, secrets, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -76,7 +76,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, secrets, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, sandbox, secrets, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -173,6 +173,17 @@ github:
   workers: 8
   private_key_file: /etc/iterion/app.pem
   keep_workspaces: 72h
+sandbox:
+  driver: docker
+  allow_host: true
+  docker_image: golang:1.26
+  max_parallel_branches: 3
+  workspace_quota_mb: 2048
+  limits:
+    memory_mb: 1024
+    processes: 100
+    open_files: 256
+    cpu_time: 10m
 api: {}
 `
 	for _, tc := range []struct {
@@ -189,18 +200,22 @@ api: {}
 			Log:           logSettings{Level: "debug", Format: "json"},
 			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
 				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem", KeepWorkspaces: 72 * time.Hour},
+			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, DockerImage: "golang:1.26", MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
+				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
 			ShutdownGrace: 30 * time.Second,
 			Log:           logSettings{Level: "info", Format: "json"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
+			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
 			ShutdownGrace: 30 * time.Second,
 			Log:           logSettings{Level: "warn", Format: "text"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
+			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

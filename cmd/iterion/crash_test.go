@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// The owners' sockets and tokens go to a private directory of the
+	// test's (children inherit it), not the user's; a short one, for the
+	// socket path limit.
+	rt, err := os.MkdirTemp("", "itrt")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("ITERION_RUNTIME_DIR", filepath.Join(rt, "run"))
+	code := m.Run()
+	os.RemoveAll(rt)
+	os.Exit(code)
 }
 
 // twoQuestions is the child's scripted agent: the async node posts two
@@ -59,8 +70,24 @@ func (twoQuestions) Execute(ctx context.Context, task *engine.Task) (*engine.Res
 func child(t testing.TB, failpoint string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = childDir(t)
 	cmd.Env = append(os.Environ(), "ITERION_TEST_MAIN=1", "ITERION_FAILPOINT="+failpoint)
 	return cmd
+}
+
+// childDirs are the working directories of each test's children: the
+// workspace of the runs they execute, the same for all of a test's
+// children (a resume works where the run started).
+var childDirs sync.Map
+
+func childDir(t testing.TB) string {
+	if d, ok := childDirs.Load(t.Name()); ok {
+		return d.(string)
+	}
+	d := t.TempDir()
+	childDirs.Store(t.Name(), d)
+	t.Cleanup(func() { childDirs.Delete(t.Name()) })
+	return d
 }
 
 // runChild runs it to its end and reports whether SIGKILL stopped it.
@@ -85,8 +112,11 @@ func readLog(t *testing.T, path string) string {
 	return strings.Join(strings.Fields(string(b)), " ")
 }
 
+// toolChain is a workflow of three tools that note their runs in the file
+// named by var log, relative to the workspace (the sandbox lets them write
+// nowhere else), and the file's path as the test sees it.
 func toolChain(t *testing.T, dir string) (wf, log string) {
-	log = filepath.Join(dir, "ran.log")
+	log = filepath.Join(childDir(t), "ran.log")
 	src := "vars:\n  log: string\n"
 	for _, n := range []string{"t1", "t2", "t3"} {
 		src += "tool " + n + ":\n  command: \"echo " + n + " >> {{vars.log}}\"\n"
@@ -99,7 +129,7 @@ func TestCrashDuringNodeRerunsOnlyThatNode(t *testing.T) {
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
-	killed, out := runChild(t, engine.FailAfterExec+":2", "run", wf, "--store-dir", st, "--run-id", "c1", "--no-interactive", "--var", "log="+log)
+	killed, out := runChild(t, engine.FailAfterExec+":2", "run", wf, "--store-dir", st, "--run-id", "c1", "--no-interactive", "--var", "log=ran.log")
 	if !killed {
 		t.Fatalf("the child was not killed at the failpoint:\n%s", out)
 	}
@@ -122,7 +152,7 @@ func TestCrashBetweenNodesSkipsNothing(t *testing.T) {
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
-	if killed, out := runChild(t, engine.FailBetweenNodes+":1", "run", wf, "--store-dir", st, "--run-id", "c2", "--no-interactive", "--var", "log="+log); !killed {
+	if killed, out := runChild(t, engine.FailBetweenNodes+":1", "run", wf, "--store-dir", st, "--run-id", "c2", "--no-interactive", "--var", "log=ran.log"); !killed {
 		t.Fatalf("not killed:\n%s", out)
 	}
 	// Another run on the store notes the interrupted one.
@@ -238,7 +268,7 @@ func TestRecoverContinuesInterruptedRuns(t *testing.T) {
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
-	if killed, out := runChild(t, engine.FailAfterExec+":1", "run", wf, "--store-dir", st, "--run-id", "r1", "--no-interactive", "--var", "log="+log); !killed {
+	if killed, out := runChild(t, engine.FailAfterExec+":1", "run", wf, "--store-dir", st, "--run-id", "r1", "--no-interactive", "--var", "log=ran.log"); !killed {
 		t.Fatalf("not killed:\n%s", out)
 	}
 	killed, out := runChild(t, "", "runs", "recover", "--store-dir", st)
@@ -255,7 +285,7 @@ func TestServeContinuesInterruptedRuns(t *testing.T) {
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
-	if killed, out := runChild(t, engine.FailAfterExec+":2", "run", wf, "--store-dir", st, "--run-id", "s1", "--no-interactive", "--var", "log="+log); !killed {
+	if killed, out := runChild(t, engine.FailAfterExec+":2", "run", wf, "--store-dir", st, "--run-id", "s1", "--no-interactive", "--var", "log=ran.log"); !killed {
 		t.Fatalf("not killed:\n%s", out)
 	}
 	srv := child(t, "", "serve", "--addr", "127.0.0.1:0", "--store-dir", st)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/claw"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
 )
 
 // backends returns the agent backends this build has: claw (models named
@@ -82,13 +84,27 @@ func defaultBackend(have map[string]engine.Backend) string {
 }
 
 // engineOptions are the engine options every command that executes runs
-// uses.
-func engineOptions(onEvent func(engine.Event)) (engine.Options, error) {
+// uses; sb runs the processes of its runs.
+func engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxes, parallel int) (engine.Options, error) {
 	have, err := backends()
 	if err != nil {
 		return engine.Options{}, err
 	}
-	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint(), Redactor: envRedactor()}, nil
+	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint(),
+		Sandbox: sb, MaxParallelBranches: parallel, Redactor: envRedactor()}, nil
+}
+
+// cliEngineOptions are engineOptions for a command run by a person on
+// their own workflows (run, resume, runs recover): the sandbox is the one of
+// --sandbox, else ITERION_SANDBOX, else bwrap, and a workflow may ask for
+// the host. Problems with the sandbox are said on stderr.
+func cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (engine.Options, error) {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sb, err := newSandboxes(sandboxSettings{AllowHost: true}, sandboxFlag, dir, log)
+	if err != nil {
+		return engine.Options{}, usageError{err}
+	}
+	return engineOptions(onEvent, sb, 0)
 }
 
 type runFlags struct {
@@ -98,6 +114,7 @@ type runFlags struct {
 	storeDir      string
 	asJSON        bool
 	noInteractive bool
+	sandbox       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -129,6 +146,7 @@ cancelled or the workflow is invalid, 2 on a usage error.`,
 	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the outcome as JSON")
 	cmd.Flags().BoolVar(&f.noInteractive, "no-interactive", false, "never prompt; a pause ends the command")
+	cmd.Flags().StringVar(&f.sandbox, "sandbox", "", "where the run's processes run: bwrap (default; $ITERION_SANDBOX), docker, or host (no isolation)")
 	return cmd
 }
 
@@ -260,7 +278,7 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	opts, err := engineOptions(prog.event)
+	opts, err := cliEngineOptions(prog.event, f.sandbox, dir, stderr)
 	if err != nil {
 		return err
 	}
@@ -523,7 +541,7 @@ func newResumeCmd() *cobra.Command {
 // running: this process holds the store, so their owner died mid-run.
 func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
 	prog := &progress{out: stderr}
-	opts, err := engineOptions(prog.event)
+	opts, err := cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}
@@ -566,7 +584,7 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	opts, err := engineOptions(prog.event)
+	opts, err := cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}

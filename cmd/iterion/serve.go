@@ -95,10 +95,15 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if cfg.file != "" {
 		log.Debug("config file read", "file", cfg.file)
 	}
-	opts, err := engineOptions(nil)
+	sb, err := newSandboxes(cfg.Sandbox, "", dir, log)
 	if err != nil {
 		return err
 	}
+	opts, err := engineOptions(nil, sb, cfg.Sandbox.MaxParallelBranches)
+	if err != nil {
+		return err
+	}
+	opts.WorkspaceQuota = cfg.Sandbox.WorkspaceQuotaMB << 20
 	opts.Logger = log
 	opts.Redactor = redact
 	ghCfg.redact = redact

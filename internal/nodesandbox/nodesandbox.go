@@ -1,0 +1,343 @@
+// Package nodesandbox runs the processes of a run's nodes in the sandbox
+// the server and the workflow chose: it implements engine.Sandbox over the
+// drivers of package sandbox (bwrap by default, docker, or host as the
+// explicit opt-out), with the environment allowlist, the network policy,
+// the operator's mounts and limits, and a HOME of each workspace's own.
+package nodesandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/sandbox"
+)
+
+// Options configure a Sandboxes. The zero value of each field means the
+// default documented on it.
+type Options struct {
+	// Driver is the server's driver, used by every node that does not ask
+	// for another: "bwrap", "docker" or "host". "" means bwrap.
+	Driver string
+	// AllowHost lets a workflow or node choose sandbox: none (or host) and
+	// run on the host. false refuses such runs before they start, unless
+	// Driver is host itself.
+	AllowHost bool
+	// DockerImage is the image of the docker driver when a workflow names
+	// none. "" means a docker sandbox must name its image.
+	DockerImage string
+	// Mounts are the operator's extra binds (a module cache, say), given to
+	// every sandbox.
+	Mounts []sandbox.Mount
+	// Limits bound every process; a zero field means the default of
+	// DefaultLimits.
+	Limits sandbox.Limits
+	// HomeRoot, when set, keeps a HOME per workspace under it (so caches
+	// last between a run's processes). "" means a private HOME per process.
+	HomeRoot string
+	// Drivers, when set, replaces the drivers by name (tests).
+	Drivers map[string]sandbox.Driver
+}
+
+// DefaultLimits are the limits of a process when the operator sets none:
+// enough for a build and its tests, not enough to take the machine.
+func DefaultLimits() sandbox.Limits {
+	return sandbox.Limits{
+		Memory:    4 << 30,
+		Processes: 512,
+		OpenFiles: 4096,
+		FileSize:  8 << 30,
+	}
+}
+
+// envAllowlist is what a sandboxed process gets of the server's
+// environment: these names, with the server's values when set. HOME and
+// TMPDIR are the sandbox's own.
+var envAllowlist = []string{"LANG", "TERM"}
+
+// defaultPath is the PATH inside the bwrap and docker sandboxes: the
+// system's directories, which they bind read-only.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Sandboxes runs node processes. It is safe for concurrent use.
+type Sandboxes struct {
+	opts    Options
+	drivers map[string]sandbox.Driver
+
+	mu     sync.Mutex
+	images map[string]sandbox.Driver // docker drivers by image
+}
+
+var (
+	_ engine.Sandbox            = (*Sandboxes)(nil)
+	_ engine.SandboxPreflighter = (*Sandboxes)(nil)
+	_ engine.SandboxWarner      = (*Sandboxes)(nil)
+)
+
+// New returns the sandboxes of a server. It fails only on a driver name it
+// does not know; an unavailable driver is reported by each run that needs
+// it, so the server still starts and says what to install.
+func New(opts Options) (*Sandboxes, error) {
+	if opts.Driver == "" {
+		opts.Driver = "bwrap"
+	}
+	def := DefaultLimits()
+	l := &opts.Limits
+	if l.Memory == 0 {
+		l.Memory = def.Memory
+	}
+	if l.Processes == 0 {
+		l.Processes = def.Processes
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = def.OpenFiles
+	}
+	if l.FileSize == 0 {
+		l.FileSize = def.FileSize
+	}
+	s := &Sandboxes{opts: opts, drivers: opts.Drivers, images: map[string]sandbox.Driver{}}
+	if s.drivers == nil {
+		s.drivers = map[string]sandbox.Driver{}
+		for _, name := range []string{"bwrap", "docker", "host"} {
+			d, err := sandbox.New(name, sandbox.Options{DockerImage: opts.DockerImage})
+			if err != nil {
+				return nil, err
+			}
+			s.drivers[name] = d
+		}
+	}
+	if _, ok := s.drivers[opts.Driver]; !ok {
+		return nil, fmt.Errorf("unknown sandbox %q: use bwrap (the default), docker or host", opts.Driver)
+	}
+	return s, nil
+}
+
+// Default is the server's driver.
+func (s *Sandboxes) Default() sandbox.Driver { return s.drivers[s.opts.Driver] }
+
+// Describe says, for the logs and for people, which sandbox runs
+// processes and how it enforces limits, or why it cannot.
+func (s *Sandboxes) Describe() string {
+	d := s.Default()
+	if err := d.Available(); err != nil {
+		return fmt.Sprintf("%s, not available: %v", d.Name(), err)
+	}
+	if !d.Isolated() {
+		return "host: NO isolation (processes run with the server's view of the machine)"
+	}
+	return fmt.Sprintf("%s (limits: %s)", d.Name(), d.Mechanism())
+}
+
+// SandboxWarning says, for each run's status, that the server's driver
+// is the host, with no isolation; "" otherwise.
+func (s *Sandboxes) SandboxWarning() string {
+	if s.Default().Isolated() {
+		return ""
+	}
+	return "this server runs workflow processes on the host, without a sandbox (sandbox: host): they can read its files and reach its network"
+}
+
+// driverFor returns the driver a node's processes run in.
+func (s *Sandboxes) driverFor(w *dsl.Workflow, n *dsl.Node) (sandbox.Driver, error) {
+	decl := declFor(w, n)
+	name := s.opts.Driver
+	if decl != nil {
+		switch decl.Mode {
+		case dsl.SandboxHost:
+			name = "host"
+		case dsl.SandboxBwrap:
+			name = "bwrap"
+		case dsl.SandboxDocker:
+			name = "docker"
+		}
+	}
+	if name == "host" && s.opts.Driver != "host" && !s.opts.AllowHost {
+		return nil, &engine.UnavailableError{Driver: "host", Err: fmt.Errorf(
+			"the workflow asks for sandbox: %s (its processes would run on the host), which this server does not allow: remove it, or let the operator set sandbox.allow_host: true", declName(decl))}
+	}
+	d := s.drivers[name]
+	if name == "docker" {
+		image := s.opts.DockerImage
+		if decl != nil && decl.Image != "" {
+			image = decl.Image
+		}
+		if image == "" {
+			return nil, &engine.UnavailableError{Driver: "docker", Err: errors.New("no image: name one in the workflow (sandbox: image: …) or set sandbox.docker_image in the server's config")}
+		}
+		if s.opts.Drivers == nil && image != s.opts.DockerImage {
+			d = s.dockerFor(image)
+		}
+	}
+	if err := d.Available(); err != nil {
+		return nil, &engine.UnavailableError{Driver: name, Err: err}
+	}
+	return d, nil
+}
+
+// declFor is the sandbox: declaration n runs under; nil when none, or
+// when the process belongs to no workflow.
+func declFor(w *dsl.Workflow, n *dsl.Node) *dsl.Sandbox {
+	if w == nil {
+		return nil
+	}
+	return w.SandboxFor(n)
+}
+
+func declName(decl *dsl.Sandbox) string {
+	if decl == nil {
+		return "host"
+	}
+	return decl.Mode.String()
+}
+
+// dockerFor returns the docker driver of image, made once.
+func (s *Sandboxes) dockerFor(image string) sandbox.Driver {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.images[image]; ok {
+		return d
+	}
+	d := sandbox.NewDocker(sandbox.Options{DockerImage: image})
+	s.images[image] = d
+	return d
+}
+
+// PreflightSandbox reports, before a run starts, every node whose sandbox
+// cannot run here, naming the fix.
+func (s *Sandboxes) PreflightSandbox(w *dsl.Workflow) error {
+	var problems []string
+	seen := map[string]bool{}
+	for _, n := range w.Nodes {
+		if !startsProcesses(n) {
+			continue
+		}
+		_, err := s.driverFor(w, n)
+		if err == nil || seen[err.Error()] {
+			continue
+		}
+		seen[err.Error()] = true
+		problems = append(problems, fmt.Sprintf("node %s: %v", n.ID, err))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// startsProcesses reports whether a node may start processes: tool nodes,
+// and agents or judges (their shell tools, CLI backends).
+func startsProcesses(n *dsl.Node) bool {
+	switch n.Kind {
+	case dsl.NodeTool, dsl.NodeAgent, dsl.NodeJudge:
+		return true
+	}
+	return false
+}
+
+// Run runs p in its node's sandbox.
+func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.ProcessResult, error) {
+	d, err := s.driverFor(p.Workflow, p.Node)
+	if err != nil {
+		return nil, err
+	}
+	spec := sandbox.Spec{
+		Argv:    p.Argv,
+		Dir:     p.Dir,
+		Mounts:  s.opts.Mounts,
+		Env:     s.env(p),
+		Network: network(p),
+		Limits:  s.opts.Limits,
+	}
+	if len(p.Stdin) > 0 {
+		spec.Stdin = strings.NewReader(string(p.Stdin))
+	}
+	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
+	if s.opts.HomeRoot != "" {
+		if spec.Home, err = s.home(p.Dir); err != nil {
+			return nil, err
+		}
+	}
+	res, err := sandbox.Run(ctx, d, spec)
+	var limit *sandbox.LimitError
+	switch {
+	case errors.As(err, &limit):
+		out := result(res, p)
+		out.Limit, out.Detail = limit.Limit, limit.Value
+		return out, nil
+	case err != nil:
+		return nil, err
+	}
+	return result(res, p), nil
+}
+
+// result converts a sandbox result, keeping each stream to its bound.
+func result(res *sandbox.Result, p *engine.Process) *engine.ProcessResult {
+	out := &engine.ProcessResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated}
+	if p.MaxStdout > 0 && len(out.Stdout) > p.MaxStdout {
+		out.Stdout, out.StdoutTruncated = out.Stdout[:p.MaxStdout], true
+	}
+	if p.MaxStderr > 0 && len(out.Stderr) > p.MaxStderr {
+		out.Stderr = out.Stderr[:p.MaxStderr]
+	}
+	if res.Limit != "" && out.Limit == "" {
+		out.Limit = res.Limit
+	}
+	return out
+}
+
+// network is the policy of p: what the process asked for, else its
+// node's declaration, else none.
+func network(p *engine.Process) sandbox.Network {
+	switch p.Network {
+	case engine.NetworkOpen:
+		return sandbox.NetworkOpen
+	case engine.NetworkNone:
+		return sandbox.NetworkNone
+	}
+	if decl := declFor(p.Workflow, p.Node); decl != nil && decl.Network == dsl.SandboxNetworkOpen {
+		return sandbox.NetworkOpen
+	}
+	return sandbox.NetworkNone
+}
+
+// env is the whole environment of p: the allowlist, the node's declared
+// variables, then what the engine passes (template values, a backend's
+// provider variables). Nothing else of the server's environment.
+func (s *Sandboxes) env(p *engine.Process) []string {
+	env := []string{"PATH=" + defaultPath}
+	for _, k := range envAllowlist {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if decl := declFor(p.Workflow, p.Node); decl != nil {
+		names := make([]string, 0, len(decl.Env))
+		for k := range decl.Env {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			env = append(env, k+"="+decl.Env[k])
+		}
+	}
+	return append(env, p.Env...)
+}
+
+// home returns the HOME of a workspace under HomeRoot, creating it.
+func (s *Sandboxes) home(dir string) (string, error) {
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	h := filepath.Join(s.opts.HomeRoot, hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(h, 0o700); err != nil {
+		return "", fmt.Errorf("creating the sandbox's home %s: %w", h, err)
+	}
+	return h, nil
+}
