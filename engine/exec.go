@@ -175,7 +175,9 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 		err = rs.checkQuota(n)
 	}
 	if err != nil {
-		if nctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		var nf *nodeFailure
+		limit := errors.As(err, &nf) && nf.code == CodeSandboxLimit // the cause, met before the timeout
+		if nctx.Err() == context.DeadlineExceeded && ctx.Err() == nil && !limit {
 			return nil, failf(CodeTimeout, "timed out after %s", n.Timeout)
 		}
 		return nil, err

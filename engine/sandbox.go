@@ -140,6 +140,9 @@ func (rs *runState) runProcess(ctx context.Context, p *Process) (*ProcessResult,
 		}
 		return nil, failf(CodeExecutionFailed, "running %s: %v", p.Argv[0], err)
 	}
+	if res.Limit == "wall_time" && ctx.Err() != nil {
+		return nil, ctx.Err() // the node's timeout, which the sandbox enforced
+	}
 	if res.Limit != "" {
 		return nil, failf(CodeSandboxLimit, "the process broke the sandbox's %s limit (%s)", res.Limit, res.Detail)
 	}

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/escapetest"
 )
 
 func TestWorkspaceTools(t *testing.T) {
@@ -133,4 +135,31 @@ func TestParseOutput(t *testing.T) {
 	if got, _ := parseOutput("free text", nil); got["text"] != "free text" {
 		t.Errorf("schemaless output = %v", got)
 	}
+}
+
+// The agent's bash tool tries each escape a hostile pull request would
+// (a prompt-injected agent runs what it is told): every one is refused or
+// contained, and a limit it meets is said in the tool's result.
+func TestBashToolEscapes(t *testing.T) {
+	sb := escapetest.Sandboxes(t)
+	b := New(Options{})
+	bash, ok := b.workspaceTool("bash")
+	if !ok {
+		t.Fatal("no bash tool")
+	}
+	escapetest.Run(t, func(t *testing.T, workspace, command string, timeout time.Duration) (string, string) {
+		task := &engine.Task{WorkDir: workspace, Exec: func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
+			return sb.Run(ctx, &engine.Process{Argv: argv, Dir: workspace})
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		out, err := bash.run(ctx, task, &Conversation{}, Block{}, map[string]any{"command": command})
+		if err != nil {
+			return out, err.Error()
+		}
+		if _, stopped, ok := strings.Cut(out, "(stopped: "); ok {
+			return out, stopped
+		}
+		return out, ""
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
@@ -265,6 +266,23 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		if spec.Home, err = s.home(p.Dir); err != nil {
 			return nil, err
 		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The node's timeout is the process's wall time, so that the
+		// sandbox, which ends it then, says which limit it met first (a fork
+		// bomb stuck until its timeout meets the processes limit). ctx
+		// still ends it at once when it is cancelled.
+		spec.Limits.WallTime = time.Until(dl)
+		parent := ctx
+		inner, cancel := context.WithCancel(context.WithoutCancel(parent))
+		defer cancel()
+		stop := context.AfterFunc(parent, func() {
+			if !errors.Is(parent.Err(), context.DeadlineExceeded) {
+				cancel()
+			}
+		})
+		defer stop()
+		ctx = inner
 	}
 	res, err := sandbox.Run(ctx, d, spec)
 	var limit *sandbox.LimitError
