@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
 )
 
 // The engine's own overhead per node, under the durability rule (a Badger
@@ -97,5 +98,37 @@ func BenchmarkAnswerReleasesGate(b *testing.B) {
 		if run := <-done; run.Status != engine.StatusFinished {
 			b.Fatalf("run %+v", run)
 		}
+	}
+}
+
+// A chain of 100 tool nodes running true, on each sandbox driver: what
+// the sandbox adds to a run of real processes.
+func BenchmarkToolChainSandbox(b *testing.B) {
+	var src strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&src, "tool t%d:\n  command: \"true\"\n", i)
+	}
+	src.WriteString("workflow w:\n  entry: t0\n")
+	for i := range 99 {
+		fmt.Fprintf(&src, "  t%d -> t%d\n", i, i+1)
+	}
+	src.WriteString("  t99 -> done\n")
+	w := mustCompile(b, src.String())
+	for _, driver := range []string{"host", "bwrap"} {
+		b.Run(driver, func(b *testing.B) {
+			sb, err := nodesandbox.New(nodesandbox.Options{Driver: driver})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := engine.New(engine.Options{Store: newStore(b), Sandbox: sb})
+			dir := b.TempDir()
+			for b.Loop() {
+				run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, WorkDir: dir})
+				if err != nil || run.Status != engine.StatusFinished {
+					b.Fatalf("run: %v %+v", err, run)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/100/1000, "ms/node")
+		})
 	}
 }
