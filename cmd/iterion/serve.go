@@ -58,8 +58,11 @@ over the file, which wins over the default:
 The file alone sets log.level (debug, info, warn, error), log.format (text, json),
 shutdown_grace, github.workers (default 4) and github.keep_workspaces (168h). Secrets come only
 from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
-$ITERION_API_TOKEN; a file holding one is refused. Relative paths in the file are relative to its directory. A file
-with mistakes is reported, each at its line with what to write instead, and nothing starts.`,
+$ITERION_API_TOKEN; a file holding one is refused. The values of those, of the model keys and
+of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
+leaves a run: comments, check runs, events, API answers and the log. Relative paths in the file
+are relative to its directory. A file with mistakes is reported, each at its line with what to
+write instead, and nothing starts.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := serveSettings(f)
