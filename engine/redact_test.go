@@ -315,6 +315,7 @@ workflow w:
 		`"label":"yes, [redacted]"`,
 		`"_instructions":"Use [redacted]?"`,
 		`run error: "stopped by ops: [redacted] was rotated"`,
+		`msg="run ended" run=leaky status=failed_resumable code=EXECUTION_FAILED error="node boom: backend claw: model refused key [redacted] (token [redacted]):\n[redacted]\n"`,
 		`"error":"node boom: backend claw: model refused key [redacted] (token [redacted]):\n[redacted]\n"`,
 	} {
 		if !strings.Contains(all, want) {
