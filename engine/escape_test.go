@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/engine"
-	"github.com/iterion-bot/iterion/internal/nodesandbox/escapetest"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 )
 
 // A tool node's command tries each escape a hostile pull request would:
 // every one is refused or contained, and a limit it meets is the run's
 // failure.
 func TestToolNodeEscapes(t *testing.T) {
-	sb := escapetest.Sandboxes(t)
-	escapetest.Run(t, func(t *testing.T, workspace, command string, timeout time.Duration) (string, string) {
+	sb := nodesandboxtest.Sandboxes(t)
+	nodesandboxtest.RunEscapes(t, func(t *testing.T, workspace, command string, timeout time.Duration) (string, string) {
 		w := mustCompile(t, fmt.Sprintf("vars:\n  script: string\ntool attempt:\n  command: \"{{!vars.script}}\"\n  timeout: \"%s\"\nworkflow w:\n  entry: attempt\n  attempt -> done\n", timeout))
 		db := newStore(t)
 		e := engine.New(engine.Options{Store: db, Sandbox: sb, Poll: time.Hour})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
-	"github.com/iterion-bot/iterion/internal/nodesandbox/escapetest"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 )
 
 func TestWorkspaceTools(t *testing.T) {
@@ -95,13 +95,7 @@ func TestWorkspaceTools(t *testing.T) {
 // sandbox (bubblewrap), in dir.
 func sandboxExec(t *testing.T, dir string) func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
 	t.Helper()
-	sb, err := nodesandbox.New(nodesandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Default().Available(); err != nil {
-		t.Fatalf("claw's shell tools run under bubblewrap: %v", err)
-	}
+	sb := nodesandboxtest.New(t, nodesandbox.Options{})
 	return func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
 		return sb.Run(ctx, &engine.Process{Argv: argv, Dir: dir})
 	}
@@ -141,13 +135,13 @@ func TestParseOutput(t *testing.T) {
 // (a prompt-injected agent runs what it is told): every one is refused or
 // contained, and a limit it meets is said in the tool's result.
 func TestBashToolEscapes(t *testing.T) {
-	sb := escapetest.Sandboxes(t)
+	sb := nodesandboxtest.Sandboxes(t)
 	b := New(Options{})
 	bash, ok := b.workspaceTool("bash")
 	if !ok {
 		t.Fatal("no bash tool")
 	}
-	escapetest.Run(t, func(t *testing.T, workspace, command string, timeout time.Duration) (string, string) {
+	nodesandboxtest.RunEscapes(t, func(t *testing.T, workspace, command string, timeout time.Duration) (string, string) {
 		task := &engine.Task{WorkDir: workspace, Exec: func(ctx context.Context, argv []string) (*engine.ProcessResult, error) {
 			return sb.Run(ctx, &engine.Process{Argv: argv, Dir: workspace})
 		}}

@@ -16,6 +16,8 @@ import (
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -51,7 +53,7 @@ func openStore(t *testing.T) *store.DB {
 // elsewhere gets nothing.
 func TestRelayStatusAndChecks(t *testing.T) {
 	db := openStore(t)
-	e := engine.New(engine.Options{Store: db, Poll: time.Hour})
+	e := engine.New(engine.Options{Store: db, Poll: time.Hour, Sandbox: nodesandboxtest.New(t, nodesandbox.Options{})})
 	ctx := context.Background()
 	fake := fakegithub.New(t, "acme", "app")
 	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
@@ -189,7 +191,7 @@ func quoteAll(s string) string {
 // A PR GitHub refuses to comment on is retried with back-off, then given up.
 func TestRelayRetries(t *testing.T) {
 	db := openStore(t)
-	e := engine.New(engine.Options{Store: db, Poll: time.Hour})
+	e := engine.New(engine.Options{Store: db, Poll: time.Hour, Sandbox: nodesandboxtest.New(t, nodesandbox.Options{})})
 	ctx := context.Background()
 	w := compile(t, "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	// PR 8 does not exist on the fake: every post is a 404.

@@ -119,7 +119,8 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 					{Name: "ask_user_async", Input: map[string]any{"question": "Minimum Go version?"}},
 				}},
 				{Name: "work", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{
-					{Name: "bash", Input: map[string]any{"command": "while [ ! -e " + release + " ]; do sleep 0.01; done; echo drafted"}},
+					// The run's workspace is dir, the only place its sandbox sees.
+					{Name: "bash", Input: map[string]any{"command": "while [ ! -e release ]; do sleep 0.01; done; echo drafted"}},
 				}},
 				{Name: "draft", Match: fakellm.Match{ToolResultFor: "bash", HasToolResult: &hasResult}, Text: `{"draft": "README", "open_questions": []}`},
 				{Name: "finalize", Match: fakellm.Match{Contains: "Replace every placeholder"}, Text: `{"readme": "final"}`},
@@ -138,6 +139,7 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 			text := strings.ReplaceAll(string(src), `"anthropic/claude-sonnet-4-6"`, `"`+tc.model+`"`)
 			text = strings.Replace(text, "tools: [read_file, list_files]", "tools: [read_file, list_files, bash]", 1)
 			wf := writeFile(t, "main.bot", text)
+			t.Chdir(dir)
 			st := filepath.Join(dir, "st")
 			pr, pw := io.Pipe()
 			done := make(chan string, 1)

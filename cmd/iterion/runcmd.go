@@ -97,14 +97,19 @@ func engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxes, parall
 // cliEngineOptions are engineOptions for a command run by a person on
 // their own workflows (run, resume, runs recover): the sandbox is the one of
 // --sandbox, else ITERION_SANDBOX, else bwrap, and a workflow may ask for
-// the host. Problems with the sandbox are said on stderr.
-func cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (engine.Options, error) {
+// the host. Problems with the sandbox are said on stderr. done releases
+// the sandbox once the command has finished with the engine.
+func cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (opts engine.Options, done func(), err error) {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sb, err := newSandboxes(sandboxSettings{AllowHost: true}, sandboxFlag, dir, log)
 	if err != nil {
-		return engine.Options{}, usageError{err}
+		return engine.Options{}, nil, usageError{err}
 	}
-	return engineOptions(onEvent, sb, 0)
+	if opts, err = engineOptions(onEvent, sb, 0); err != nil {
+		_ = sb.Close()
+		return engine.Options{}, nil, err
+	}
+	return opts, func() { _ = sb.Close() }, nil
 }
 
 type runFlags struct {
@@ -278,10 +283,11 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		}
 		return true
 	}
-	opts, err := cliEngineOptions(prog.event, f.sandbox, dir, stderr)
+	opts, done, err := cliEngineOptions(prog.event, f.sandbox, dir, stderr)
 	if err != nil {
 		return err
 	}
+	defer done()
 	o, err = becomeOwner(dir, "iterion run "+file, opts, afterAnswer, stderr)
 	if err != nil {
 		return err
@@ -541,10 +547,11 @@ func newResumeCmd() *cobra.Command {
 // running: this process holds the store, so their owner died mid-run.
 func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
 	prog := &progress{out: stderr}
-	opts, err := cliEngineOptions(prog.event, "", dir, stderr)
+	opts, done, err := cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}
+	defer done()
 	o, err := becomeOwner(dir, "iterion runs recover", opts, nil, io.Discard)
 	if err != nil {
 		return err
@@ -584,10 +591,11 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 
 func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	opts, err := cliEngineOptions(prog.event, "", dir, stderr)
+	opts, done, err := cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}
+	defer done()
 	o, err := becomeOwner(dir, "iterion resume "+runID, opts, nil, io.Discard)
 	if err != nil {
 		return err

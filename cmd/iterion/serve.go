@@ -102,6 +102,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if err != nil {
 		return err
 	}
+	defer sb.Close()
 	opts, err := engineOptions(nil, sb, cfg.Sandbox.MaxParallelBranches)
 	if err != nil {
 		return err

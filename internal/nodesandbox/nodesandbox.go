@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +46,11 @@ type Options struct {
 	// HomeRoot, when set, keeps a HOME per workspace under it (so caches
 	// last between a run's processes). "" means a private HOME per process.
 	HomeRoot string
+	// Hide are the server's own directories (the store, the local API's
+	// private directory): when one lies inside a workspace, as the store
+	// .iterion does under iterion run in the current directory, an empty
+	// read-only directory covers it in the sandbox.
+	Hide []string
 	// Drivers, when set, replaces the drivers by name (tests).
 	Drivers map[string]sandbox.Driver
 }
@@ -76,6 +82,7 @@ type Sandboxes struct {
 
 	mu     sync.Mutex
 	images map[string]sandbox.Driver // docker drivers by image
+	empty  string                    // an empty directory, for Hide
 }
 
 var (
@@ -119,7 +126,58 @@ func New(opts Options) (*Sandboxes, error) {
 	if _, ok := s.drivers[opts.Driver]; !ok {
 		return nil, fmt.Errorf("unknown sandbox %q: use bwrap (the default), docker or host", opts.Driver)
 	}
+	hide := make([]string, len(opts.Hide))
+	for i, h := range opts.Hide {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return nil, err
+		}
+		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = resolved
+		}
+		hide[i] = abs
+	}
+	opts.Hide = hide
+	if len(opts.Hide) > 0 {
+		empty, err := os.MkdirTemp("", "iterion-hidden-")
+		if err != nil {
+			return nil, fmt.Errorf("creating the directory that hides the store: %w", err)
+		}
+		if err := os.Chmod(empty, 0o555); err != nil {
+			return nil, err
+		}
+		s.empty = empty
+	}
+	s.opts = opts
 	return s, nil
+}
+
+// Close removes what New made.
+func (s *Sandboxes) Close() error {
+	if s.empty == "" {
+		return nil
+	}
+	return os.Remove(s.empty)
+}
+
+// within reports whether path is dir or lies under it.
+func within(dir, path string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// hidden returns the mounts that cover the server's directories inside
+// the workspace dir.
+func (s *Sandboxes) hidden(dir string) []sandbox.Mount {
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
+	}
+	var ms []sandbox.Mount
+	for _, h := range s.opts.Hide {
+		if within(dir, h) && h != dir {
+			ms = append(ms, sandbox.Mount{Source: s.empty, Target: h})
+		}
+	}
+	return ms
 }
 
 // Default is the server's driver.
@@ -253,7 +311,7 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 	spec := sandbox.Spec{
 		Argv:    p.Argv,
 		Dir:     p.Dir,
-		Mounts:  s.opts.Mounts,
+		Mounts:  append(slices.Clip(s.opts.Mounts), s.hidden(p.Dir)...),
 		Env:     s.env(p),
 		Network: network(p),
 		Limits:  s.opts.Limits,
@@ -262,7 +320,9 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		spec.Stdin = strings.NewReader(string(p.Stdin))
 	}
 	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
-	if s.opts.HomeRoot != "" {
+	if s.opts.HomeRoot != "" && !within(p.Dir, s.opts.HomeRoot) {
+		// (A home inside the workspace would be covered by it: the store's
+		// homes under iterion run get a private HOME instead.)
 		if spec.Home, err = s.home(p.Dir); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,10 @@
-// Package escapetest holds the escape attempts a hostile pull request
-// makes from inside a run, for the tests of every path that runs its
-// commands (tool nodes, an agent's shell tool): each must be refused or
-// contained, with the reason in the run's failure. It is imported only by
-// tests.
-package escapetest
+// Package nodesandboxtest helps the tests of what runs processes in the
+// sandbox: the default sandbox, which tests use for real, and the escape
+// attempts a hostile pull request makes from inside a run, for every path
+// that runs its commands (tool nodes, an agent's shell tool): each must be
+// refused or contained, with the reason in the run's failure. It is
+// imported only by tests.
+package nodesandboxtest
 
 import (
 	"net"
@@ -28,25 +29,33 @@ const Secret = "sk-escapetest-4f1d2a9c"
 // or the agent sees it.
 type Runner func(t *testing.T, workspace, command string, timeout time.Duration) (output, failure string)
 
-// Sandboxes returns the sandboxes of the escape tests: bwrap, with limits
-// small enough that a fork bomb and a large allocation meet them fast.
-func Sandboxes(tb testing.TB) *nodesandbox.Sandboxes {
+// New returns the default sandboxes, bwrap, with opts; the test fails,
+// naming the command that installs it, when bubblewrap is missing.
+func New(tb testing.TB, opts nodesandbox.Options) *nodesandbox.Sandboxes {
 	tb.Helper()
-	sb, err := nodesandbox.New(nodesandbox.Options{Limits: sandbox.Limits{Processes: 64, Memory: 256 << 20}})
+	sb, err := nodesandbox.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { _ = sb.Close() })
 	if err := sb.Default().Available(); err != nil {
-		tb.Fatalf("the escape tests run under bubblewrap: %v", err)
+		tb.Fatalf("the tests run processes under bubblewrap: %v", err)
 	}
 	return sb
 }
 
-// Run tries every escape through run. The server's secrets live where a
+// Sandboxes returns the sandboxes of the escape tests: bwrap, with limits
+// small enough that a fork bomb and a large allocation meet them fast.
+func Sandboxes(tb testing.TB) *nodesandbox.Sandboxes {
+	tb.Helper()
+	return New(tb, nodesandbox.Options{Limits: sandbox.Limits{Processes: 64, Memory: 256 << 20}})
+}
+
+// RunEscapes tries every escape through run. The server's secrets live where a
 // server keeps them, outside the workspace: a store with its owner.json,
 // the API's socket and token, the App's key, another run's workspace, and
 // a secret in the environment.
-func Run(t *testing.T, run Runner) {
+func RunEscapes(t *testing.T, run Runner) {
 	t.Setenv("ITERION_ESCAPETEST_SECRET", Secret)
 	outside := t.TempDir()
 	store := filepath.Join(outside, "store")
