@@ -148,6 +148,7 @@ func TestBwrapRefusesWritesOutsideTheWorkspace(t *testing.T) {
 		// the private /tmp: writing there must not reach the host.
 		{"beside the workspace", "echo x > " + outside, false},
 		{"another workspace", "mkdir -p " + f.other + " && echo x > " + f.other + "/planted", false},
+		{"a host directory outside /tmp", "echo x > /var/tmp/planted", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestBwrapRefusesWritesOutsideTheWorkspace(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{outside, filepath.Join(f.other, "planted"), "/usr/planted", "/etc/planted", "/planted", "/usr/bin/planted"} {
+	for _, p := range []string{outside, filepath.Join(f.other, "planted"), "/usr/planted", "/etc/planted", "/planted", "/usr/bin/planted", "/var/tmp/planted"} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s appeared on the host", p)
 		}

@@ -353,6 +353,30 @@ func TestContract(t *testing.T) {
 					t.Errorf("the server's secret reached the process: %s", res.Stdout)
 				}
 			})
+			t.Run("no descriptor of the server", func(t *testing.T) {
+				// A descriptor the server holds without close-on-exec (as
+				// one inherited from its own parent would be).
+				secret := filepath.Join(t.TempDir(), "secret")
+				if err := os.WriteFile(secret, []byte("DESCRIPTOR-SECRET"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				fd, err := syscall.Open(secret, syscall.O_RDONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer syscall.Close(fd)
+				// Only descriptors from 3 up are read: reopening 1 or 2 would
+				// read the process's own output pipes, and wait forever.
+				s := bash(ws, "ls /proc/self/fd | tr '\\n' ' '; for f in /proc/self/fd/*; do case ${f##*/} in 0|1|2) ;; *) cat $f ;; esac; done 2>/dev/null")
+				s.Limits.WallTime = 5 * time.Second // a leaked pipe could block cat
+				res, err := mustRun(t, d, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(res.Stdout, []byte("DESCRIPTOR-SECRET")) || !bytes.HasPrefix(res.Stdout, []byte("0 1 2 3 ")) || bytes.HasPrefix(res.Stdout, []byte("0 1 2 3 4")) {
+					t.Errorf("the process got more than its three descriptors: %q", res.Stdout)
+				}
+			})
 			t.Run("output cap", func(t *testing.T) {
 				s := bash(ws, "head -c 100000 /dev/zero; head -c 5000 /dev/zero >&2; echo done >&2")
 				s.Limits.Output = 1000
