@@ -128,17 +128,20 @@ func TestBwrapHidesTheHost(t *testing.T) {
 func TestBwrapRefusesWritesOutsideTheWorkspace(t *testing.T) {
 	d := newBwrap(t, sandbox.Options{})
 	f := newHostFixture(t)
-	outside := filepath.Join(filepath.Dir(f.ws), "planted")
+	// A name of this run's own, so that only what this test could have
+	// written is looked for on the host.
+	name := fmt.Sprintf("iterion-planted-%d-%s", os.Getpid(), filepath.Base(filepath.Dir(f.ws)))
+	outside := filepath.Join(filepath.Dir(f.ws), name)
 	tests := []struct {
 		name     string
 		script   string
 		wantFail bool
 	}{
-		{"/usr", "touch /usr/planted", true},
-		{"/usr/bin", "cp /usr/bin/true /usr/bin/planted", true},
-		{"/etc", "touch /etc/planted", true},
+		{"/usr", "touch /usr/" + name, true},
+		{"/usr/bin", "cp /usr/bin/true /usr/bin/" + name, true},
+		{"/etc", "touch /etc/" + name, true},
 		{"/etc/passwd", "echo 'x:x:0:0::/:/bin/sh' >> /etc/passwd", true},
-		{"/", "touch /planted", true},
+		{"/", "touch /" + name, true},
 		// Each write puts back the value it read, so that a failure of the
 		// sandbox changes nothing on this machine.
 		{"a sysctl", "v=$(cat /proc/sys/vm/swappiness) && echo $v > /proc/sys/vm/swappiness", true},
@@ -147,8 +150,8 @@ func TestBwrapRefusesWritesOutsideTheWorkspace(t *testing.T) {
 		// The workspace's parent exists inside only as a mount point in
 		// the private /tmp: writing there must not reach the host.
 		{"beside the workspace", "echo x > " + outside, false},
-		{"another workspace", "mkdir -p " + f.other + " && echo x > " + f.other + "/planted", false},
-		{"a host directory outside /tmp", "echo x > /var/tmp/planted", true},
+		{"another workspace", "mkdir -p " + f.other + " && echo x > " + f.other + "/" + name, false},
+		{"a host directory outside /tmp", "echo x > /var/tmp/" + name, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,9 +164,9 @@ func TestBwrapRefusesWritesOutsideTheWorkspace(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{outside, filepath.Join(f.other, "planted"), "/usr/planted", "/etc/planted", "/planted", "/usr/bin/planted", "/var/tmp/planted"} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s appeared on the host", p)
+	for _, dir := range []string{filepath.Dir(outside), f.other, "/usr", "/etc", "/", "/usr/bin", "/var/tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s appeared on the host", filepath.Join(dir, name))
 		}
 	}
 	t.Run("workspace, /tmp and HOME are writable", func(t *testing.T) {
