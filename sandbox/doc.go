@@ -98,6 +98,11 @@
 // drivers kill what is left in the cgroups of dead servers when they
 // start.
 //
-// The package builds on every platform, but the drivers work only on
-// Linux; elsewhere Available says so.
+// Every process starts in a session of its own (no controlling terminal)
+// and gets only its three standard streams: starting one marks every
+// descriptor of the server close-on-exec (Go's own already are), so that
+// none the server inherited open leaks in.
+//
+// The package builds on every platform, but the drivers work only on Linux
+// (5.3 or later, for pidfds); elsewhere Available says so.
 package sandbox

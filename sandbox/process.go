@@ -225,9 +225,11 @@ func start(ctx context.Context, s *Spec, l *launch, cgs *cgroups) (_ *Process, e
 		Env:   l.env,
 		Files: files,
 		Sys: &syscall.SysProcAttr{
-			// A group of its own keeps terminal signals (Ctrl-C on `iterion
-			// run`) away from the tree, and lets the host driver kill it.
-			Setpgid: true,
+			// A session (and so a process group) of its own: no controlling
+			// terminal to read or inject keystrokes into under `iterion
+			// run`, no terminal signals (Ctrl-C) reaching the tree, and a
+			// group the host driver can kill.
+			Setsid: true,
 			// Pdeathsig fires when the thread that forked the child dies. Go
 			// never ends its threads except those of a goroutine that exits
 			// locked to one, which this package does not do.

@@ -377,6 +377,18 @@ func TestContract(t *testing.T) {
 					t.Errorf("the process got more than its three descriptors: %q", res.Stdout)
 				}
 			})
+			// Under `iterion run` in a terminal, a process that kept the
+			// terminal could inject keystrokes into it. (Where the tests run
+			// without a terminal this passes either way.)
+			t.Run("no controlling terminal", func(t *testing.T) {
+				res, err := mustRun(t, d, bash(ws, "ps -o tty= -p $$; : < /dev/tty"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.ExitCode == 0 || strings.TrimSpace(string(res.Stdout)) != "?" {
+					t.Errorf("tty %q, /dev/tty exit %d: want no controlling terminal", res.Stdout, res.ExitCode)
+				}
+			})
 			t.Run("output cap", func(t *testing.T) {
 				s := bash(ws, "head -c 100000 /dev/zero; head -c 5000 /dev/zero >&2; echo done >&2")
 				s.Limits.Output = 1000
