@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -325,6 +326,30 @@ func TestContract(t *testing.T) {
 					t.Errorf("got %q, %v; want HELLO", res.Stdout, err)
 				}
 			})
+			t.Run("live stdin and stdout", func(t *testing.T) {
+				in, feed := io.Pipe()
+				answered := newSignalWriter("got-one")
+				s := bash(ws, "while read -r l; do echo got-$l; done; echo bye")
+				s.Stdin, s.Stdout = in, answered
+				p, err := d.Start(context.Background(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.WriteString(feed, "one\n"); err != nil {
+					t.Fatal(err)
+				}
+				waitSeen(t, answered, 10*time.Second)
+				feed.Close()
+				res, err := p.Wait()
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("exit %d, %v", res.ExitCode, err)
+				}
+				answered.mu.Lock()
+				defer answered.mu.Unlock()
+				if got := string(answered.buf); got != "got-one\nbye\n" {
+					t.Errorf("stdout %q, want got-one and bye", got)
+				}
+			})
 			t.Run("no stdin", func(t *testing.T) {
 				res, err := mustRun(t, d, sandbox.Spec{Argv: []string{"cat"}, Dir: ws, Env: baseEnv})
 				if err != nil || res.ExitCode != 0 || len(res.Stdout) != 0 {
@@ -437,6 +462,7 @@ func TestTreeDiesWithTheRun(t *testing.T) {
 		script  string
 		limits  sandbox.Limits
 		stop    func(cancel context.CancelFunc, p *sandbox.Process)
+		atOnce  bool // stop right after Start, before the command has run
 		wantErr func(error) bool
 	}{
 		{
@@ -454,6 +480,13 @@ func TestTreeDiesWithTheRun(t *testing.T) {
 			name:    "Kill",
 			script:  "sleep %s & echo started; wait",
 			stop:    func(cancel context.CancelFunc, p *sandbox.Process) { p.Kill() },
+			wantErr: func(err error) bool { return errors.Is(err, sandbox.ErrKilled) },
+		},
+		{
+			name:    "Kill at once",
+			script:  "sleep %s & echo started; wait",
+			stop:    func(cancel context.CancelFunc, p *sandbox.Process) { p.Kill() },
+			atOnce:  true,
 			wantErr: func(err error) bool { return errors.Is(err, sandbox.ErrKilled) },
 		},
 		{
@@ -492,7 +525,9 @@ func TestTreeDiesWithTheRun(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				waitSeen(t, started, 10*time.Second)
+				if !tc.atOnce {
+					waitSeen(t, started, 10*time.Second)
+				}
 				if tc.stop != nil {
 					tc.stop(cancel, p)
 				}
