@@ -107,11 +107,12 @@ func detectCgroups(parent string) *cgroups {
 		if !ok {
 			continue
 		}
-		rel, ok := strings.CutPrefix(path, m.root)
-		if !ok {
+		// The mount may show a subtree (a bind, a cgroup namespace): the
+		// server's cgroup must lie inside it.
+		if m.root != "/" && path != m.root && !strings.HasPrefix(path, m.root+"/") {
 			continue
 		}
-		base := filepath.Join(m.point, rel)
+		base := filepath.Join(m.point, strings.TrimPrefix(path, m.root))
 		if probeDir(filepath.Join(base, owner)) {
 			c.base[ctl] = base
 		}
