@@ -88,6 +88,10 @@ func RunEscapes(t *testing.T, run Runner) {
 	}
 	defer tcp.Close()
 	port := strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port)
+	// Files a write outside would leave, named for this test alone (an
+	// escape that worked must not overwrite anything of the machine).
+	planted := "iterion-escapetest-" + strconv.Itoa(os.Getpid())
+	writeTargets := []string{"/", "/usr", "/etc", "/usr/bin", outside}
 	self, err := os.Executable() // the server's own process
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +112,7 @@ func RunEscapes(t *testing.T, run Runner) {
 		{name: "read the server's environment", command: "cat /proc/1/environ /proc/$PPID/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n' | grep -q " + Secret + " && echo ESCAPED; true"},
 		{name: "see the server's processes", command: "for p in /proc/[0-9]*; do [ \"$(readlink $p/exe 2>/dev/null)\" = " + self + " ] && echo ESCAPED $p; done; true"},
 		{name: "read another run's workspace", command: "cat " + other + "/secret && echo ESCAPED; ls " + filepath.Dir(other) + " && echo ESCAPED; true"},
-		{name: "write outside the workspace", command: "for d in / /usr /etc /bin " + outside + "; do (echo x > $d/planted) 2>/dev/null && echo ESCAPED $d; done; true"},
+		{name: "write outside the workspace", command: "for d in " + strings.Join(writeTargets, " ") + "; do (echo x > $d/" + planted + ") 2>/dev/null && echo ESCAPED $d; done; true"},
 		{name: "print the environment", command: "env | grep -q " + Secret + " && echo ESCAPED; env | grep -E '^(ITERION|ANTHROPIC|OPENAI|GITHUB)' && echo ESCAPED; true"},
 		{name: "mount, unshare, ptrace", command: "mount -t tmpfs none \"$PWD\" 2>/dev/null && echo ESCAPED; unshare -r true 2>/dev/null && echo ESCAPED; grep -q '^Seccomp:[[:space:]]*2' /proc/self/status || echo ESCAPED; grep -q '^CapEff:[[:space:]]*0*$' /proc/self/status || echo ESCAPED; test \"$(id -u)\" != 0 || echo ESCAPED"},
 		{name: "leave a process behind", command: "sleep 600.4242 & echo started"},
@@ -133,14 +137,22 @@ func RunEscapes(t *testing.T, run Runner) {
 			case tc.wantFailure == "" && strings.Contains(failure, "limit"):
 				t.Errorf("unexpected limit: %q", failure)
 			}
-			if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
-				t.Errorf("a file was written outside the workspace")
+			for _, d := range writeTargets {
+				if p := filepath.Join(d, planted); fileExists(p) {
+					_ = os.Remove(p)
+					t.Errorf("a file was written outside the workspace: %s", p)
+				}
 			}
 			if pids := processesWith("600.4242"); len(pids) > 0 {
 				t.Errorf("processes outlived the command: %v", pids)
 			}
 		})
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // processesWith lists the host's processes whose command line contains s.
