@@ -1,8 +1,9 @@
 // Package api is the REST API over runs and interactions. The process that
-// owns a store serves it on a unix socket (and, later, iterion serve on
-// TCP with a token); CLI commands in other processes use Client to reach
-// the owner instead of opening the store, which Badger allows to one
-// process only.
+// owns a store serves it on a unix socket in a private directory of its
+// user (ServeLocal), and iterion serve also on TCP behind a token
+// (RequireToken); CLI commands in other processes use Client to reach the
+// owner instead of opening the store, which Badger allows to one process
+// only.
 //
 // The routes and shapes follow upstream iterion's server:
 //
@@ -10,16 +11,21 @@
 //	GET  /api/runs/{id}                              Run
 //	GET  /api/runs/{id}/events                       {events: [Event…]}   ?after=&limit=
 //	GET  /api/runs/{id}/interactions/pending         {interactions: [Interaction…]}
-//	POST /api/runs/{id}/interactions/{iid}/answer    {answer, by?, via?} → {run_id, interaction_id, queued, resumed}
+//	POST /api/runs/{id}/interactions/{iid}/answer    {answer} → {run_id, interaction_id, queued, resumed}
 //	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
+//	POST /api/runs                                   {file_path, vars?, run_id?, preset?} → {run_id, status}
 //
-// Errors are {error: "…"} with 400 (bad request), 404 (unknown run or
+// Every request is authenticated, and who answers is the authenticated
+// Caller: the OS user via "cli" on the socket, the token's name via "api"
+// on TCP. Upstream's "by" and "via" in an answer's body are ignored.
+//
+// Errors are {error: "…", code: "…"} with 400 (bad request), 401 (missing
+// or wrong token), 403 (another user on the socket), 404 (unknown run or
 // question), 409 (already answered, or not an async question).
 package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,7 +63,8 @@ type Options struct {
 	// AfterAnswer runs after an accepted answer. nil means nothing.
 	AfterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
 	// Launch starts a run for POST /api/runs and returns it as it started
-	// (the run goes on in the background). nil means the route is absent.
+	// (the run goes on in the background); CallerFrom(ctx) says who asks.
+	// nil means the route is absent.
 	Launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 	// Redactor scrubs the server's secrets from every answer's body (run
 	// records, events, questions, errors). nil means nothing is scrubbed.
@@ -82,7 +89,9 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer, launch: opts.Launch, redact: opts.Redactor}
 }
 
-// Handler returns the API's routes.
+// Handler returns the API's routes. They answer only requests with a
+// Caller, so mount them behind RequireToken or ServeLocal; any other
+// request gets 401.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/runs", s.listRuns)
@@ -94,7 +103,13 @@ func (s *Server) Handler() http.Handler {
 	if s.launch != nil {
 		mux.HandleFunc("POST /api/runs", s.launchRun)
 	}
-	return scrubBodies(s.redact, mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := CallerFrom(r.Context()); !ok {
+			unauthorized(w, "unauthenticated request")
+			return
+		}
+		scrubBodies(s.redact, mux).ServeHTTP(w, r)
+	})
 }
 
 // maxBody bounds request bodies.
@@ -169,11 +184,11 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"interactions": ixs})
 }
 
-// AnswerBody is the body of an answer request.
+// AnswerBody is the body of an answer request. Who answers is not part of
+// it: the server records the authenticated Caller, and ignores the "by"
+// and "via" fields that upstream's clients send.
 type AnswerBody struct {
 	Answer string `json:"answer"`
-	By     string `json:"by,omitempty"`
-	Via    string `json:"via,omitempty"`
 }
 
 // AnswerResponse is the reply to an accepted answer.
@@ -190,11 +205,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the answer: %w (send {\"answer\": \"…\"})", err))
 		return
 	}
-	via := body.Via
-	if via == "" {
-		via = "api"
-	}
-	req := engine.AnswerRequest{RunID: r.PathValue("id"), InteractionID: r.PathValue("iid"), Text: body.Answer, By: body.By, Via: via}
+	c, _ := CallerFrom(r.Context()) // Handler let only callers in
+	req := engine.AnswerRequest{RunID: r.PathValue("id"), InteractionID: r.PathValue("iid"), Text: body.Answer, By: c.Name, Via: c.Via}
 	res, err := s.engine.Answer(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
@@ -232,19 +244,6 @@ type BadRequestError struct{ Err error }
 
 func (e *BadRequestError) Error() string { return e.Err.Error() }
 func (e *BadRequestError) Unwrap() error { return e.Err }
-
-// RequireToken wraps h so that every request must carry
-// "Authorization: Bearer <token>" (compared in constant time).
-func RequireToken(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "missing or wrong API token (Authorization: Bearer …)", Code: "unauthorized"})
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")

@@ -17,25 +17,39 @@ import (
 
 // Client calls the API of a store's owner.
 type Client struct {
-	http *http.Client
-	base string
+	http  *http.Client
+	base  string
+	token string
 }
 
-// NewUnixClient returns a client for the API served on a unix socket.
-func NewUnixClient(socket string) *Client {
+// NewUnixClient returns a client for the API served on a unix socket,
+// sending token with every request. DialLocal finds the socket and the
+// token of a store's owner; use it rather than a path from elsewhere.
+func NewUnixClient(socket, token string) *Client {
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	}}
-	return &Client{http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, base: "http://owner"}
+	return &Client{http: &http.Client{Transport: tr, Timeout: 30 * time.Second}, base: "http://owner", token: token}
 }
 
-// NewClient returns a client for the API at base (such as a test server).
-func NewClient(base string, hc *http.Client) *Client {
+// ClientOptions configure a Client of NewClient. Zero fields mean the
+// defaults noted.
+type ClientOptions struct {
+	// HTTP makes the requests. nil means http.DefaultClient.
+	HTTP *http.Client
+	// Token is sent as "Authorization: Bearer <token>". Empty sends none.
+	Token string
+}
+
+// NewClient returns a client for the API at base, such as iterion serve's
+// address or a test server.
+func NewClient(base string, opts ClientOptions) *Client {
+	hc := opts.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{http: hc, base: base}
+	return &Client{http: hc, base: base, token: opts.Token}
 }
 
 // Error is an error reply. It matches the engine's sentinel errors with
@@ -102,11 +116,12 @@ func (c *Client) Pending(ctx context.Context, id string) ([]*engine.Interaction,
 	return out.Interactions, err
 }
 
-// Answer answers an async question.
-func (c *Client) Answer(ctx context.Context, req engine.AnswerRequest) (*AnswerResponse, error) {
+// Answer answers an async question with text. The owner records the
+// answer as this client's caller (see Caller).
+func (c *Client) Answer(ctx context.Context, runID, interactionID, text string) (*AnswerResponse, error) {
 	var out AnswerResponse
-	path := "/api/runs/" + url.PathEscape(req.RunID) + "/interactions/" + url.PathEscape(req.InteractionID) + "/answer"
-	err := c.do(ctx, http.MethodPost, path, AnswerBody{Answer: req.Text, By: req.By, Via: req.Via}, &out)
+	path := "/api/runs/" + url.PathEscape(runID) + "/interactions/" + url.PathEscape(interactionID) + "/answer"
+	err := c.do(ctx, http.MethodPost, path, AnswerBody{Answer: text}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +153,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -458,7 +458,7 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 			// same person in the same breath is this one met again.)
 			return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 		}
-		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(ix.AnsweredBy, "someone")), cmp.Or(ix.Via, "unknown")), nil
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(ix.AnsweredBy, "someone")), inert(cmp.Or(ix.Via, "unknown"))), nil
 	}
 	text = strings.TrimSpace(text)
 	if labels := options(ix); len(labels) > 0 {
@@ -494,7 +494,7 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 				return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 			}
 		}
-		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, Disarm(cmp.Or(already.AnsweredBy, "someone")), already.Via), nil
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(already.AnsweredBy, "someone")), inert(already.Via)), nil
 	case errors.Is(err, engine.ErrRunEnded):
 		return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", ix.RunID, id), nil
 	case errors.Is(err, engine.ErrNotAsync), errors.Is(err, engine.ErrEmptyAnswer):

@@ -284,12 +284,39 @@ func Disarm(text string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(text, "@\u200b", "@"), "@", "@\u200b")
 }
 
-// quote renders text as a Markdown quote, so a question cannot pose as
-// the bot's own words or as a command, and with its mentions disarmed.
+// quote renders text as a Markdown quote, so a question or an answer
+// (from a PR, an agent or the REST API) cannot pose as the bot's own words
+// or as a command: its mentions are disarmed, every line stays inside the
+// quote (a lone CR ends a line in Markdown too) and no HTML tag in it can
+// close the quote or hide text.
 func quote(text string) string {
-	lines := strings.Split(strings.TrimSpace(Disarm(text)), "\n")
+	text = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(text)
+	lines := strings.Split(strings.TrimSpace(noTags(Disarm(text))), "\n")
 	for i, l := range lines {
 		lines[i] = "> " + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// noTags keeps HTML in text from being HTML: a zero-width space after
+// each < that could open a tag, a comment or a marker leaves it readable.
+// Idempotent, like Disarm.
+func noTags(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		b.WriteByte(text[i])
+		if text[i] == '<' && i+1 < len(text) {
+			if c := text[i+1]; c == '/' || c == '!' || c == '?' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') {
+				b.WriteString("\u200b")
+			}
+		}
+	}
+	return b.String()
+}
+
+// inert renders a name from the store (who answered, and through what,
+// which API callers once chose themselves) as one line of plain text fit
+// for a code span: no mentions, no HTML, no backticks.
+func inert(name string) string {
+	return strings.ReplaceAll(noTags(Disarm(oneLine(name, 100))), "`", "'")
 }

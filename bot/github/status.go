@@ -526,7 +526,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", Disarm(who), cmp.Or(ix.Via, "unknown"), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), inert(cmp.Or(ix.Via, "unknown")), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {

@@ -502,7 +502,7 @@ func TestGitHubCrashAfterOutboxPerformed(t *testing.T) {
 			runID := h.startedRun()
 			waitClosed(t, held, "the comment's POST")
 			h.waitNodeStarted(runID, "gate")
-			body := strings.NewReader(`{"answer": "an answer", "by": "ana"}`)
+			body := strings.NewReader(`{"answer": "an answer"}`)
 			req, _ := http.NewRequest("POST", h.base+"/api/runs/"+runID+"/interactions/"+runID+"_draft_async_"+tc.before+"/answer", body)
 			req.Header.Set("Authorization", "Bearer tok")
 			if resp, err := http.DefaultClient.Do(req); err == nil {

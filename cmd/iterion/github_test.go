@@ -103,6 +103,8 @@ func newGHHarness(t testing.TB, files map[string]string) *ghHarness {
 		"ITERION_GITHUB_API_URL=" + h.fake.URL(),
 		"ITERION_GITHUB_URL=" + h.fake.GitURL(),
 		"ITERION_API_TOKEN=tok",
+		// Answers over the API are recorded as the token's name: ana's.
+		"ITERION_API_TOKEN_NAME=ana",
 	}
 	return h
 }

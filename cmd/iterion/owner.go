@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,12 +19,13 @@ import (
 )
 
 // ownerFile, in the store directory, records the process that owns the
-// store and where its API listens.
+// store. It does not say where the owner's API is: clients find the socket
+// in their own private directory (see localOptions), so an owner.json
+// written by someone else cannot lead them, and their token, elsewhere.
 const ownerFile = "owner.json"
 
 type ownerInfo struct {
 	PID     int       `json:"pid"`
-	Socket  string    `json:"socket"`
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
 }
@@ -44,15 +42,12 @@ func storeDir(flag string) string {
 	return ".iterion"
 }
 
-// socketPath is a short, per-store path for the owner's unix socket
-// (socket paths are limited to about 100 bytes, store paths are not).
-func socketPath(dir string) string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		abs = dir
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join(os.TempDir(), "iterion-"+hex.EncodeToString(sum[:6])+".sock")
+// localOptions say where the store owners' sockets and tokens are: the
+// private directory $ITERION_RUNTIME_DIR, else api.LocalOptions' default
+// ($XDG_RUNTIME_DIR/iterion, else ~/.cache/iterion/run). Owners and the
+// commands that reach them must agree, so give them the same environment.
+func localOptions() api.LocalOptions {
+	return api.LocalOptions{Dir: os.Getenv("ITERION_RUNTIME_DIR")}
 }
 
 // owner is this process holding a store: the database, the engine over
@@ -61,8 +56,7 @@ type owner struct {
 	dir    string
 	db     *store.DB
 	engine *engine.Engine
-	srv    *http.Server
-	ln     net.Listener
+	local  *api.LocalServer
 	// apiHandler is the API, also mounted by serve on TCP behind a token.
 	apiHandler http.Handler
 }
@@ -99,42 +93,28 @@ func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(
 	}
 	opts.Store = db
 	o := &owner{dir: dir, db: db, engine: engine.New(opts)}
-	sock := socketPath(dir)
-	_ = os.Remove(sock) // a stale socket of a dead owner; we hold the store lock
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
+	noteInterrupted(db, notices)
+	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch, Redactor: opts.Redactor})
+	o.apiHandler = srv.Handler()
+	// We hold the store, so a socket and token already there are a dead
+	// owner's: ServeLocal replaces them.
+	if o.local, err = api.ServeLocal(dir, o.apiHandler, localOptions()); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("listening on %s: %w", sock, err)
+		return nil, fmt.Errorf("serving the API of store %s: %w", dir, err)
 	}
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		db.Close()
-		return nil, fmt.Errorf("securing %s: %w", sock, err)
-	}
-	o.ln = ln
-	info := ownerInfo{PID: os.Getpid(), Socket: sock, Command: command, Since: time.Now().UTC()}
+	info := ownerInfo{PID: os.Getpid(), Command: command, Since: time.Now().UTC()}
 	b, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600); err != nil {
 		o.Close()
 		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
 	}
-	noteInterrupted(db, notices)
-	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch, Redactor: opts.Redactor})
-	o.apiHandler = srv.Handler()
-	o.srv = &http.Server{Handler: o.apiHandler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = o.srv.Serve(ln) }()
 	return o, nil
 }
 
 // Close stops the API and closes the store.
 func (o *owner) Close() error {
-	if o.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = o.srv.Shutdown(ctx)
-		cancel()
-	}
-	if o.ln != nil {
-		_ = os.Remove(o.ln.Addr().String())
+	if o.local != nil {
+		_ = o.local.Close()
 	}
 	_ = os.Remove(filepath.Join(o.dir, ownerFile))
 	return o.db.Close()
@@ -177,17 +157,30 @@ type storeAccess struct {
 
 // access connects to the store's owner, or opens the store when there is
 // no live owner.
+//
+// The owner is always reached on the socket of our private directory, with
+// the token there; owner.json only says whether an owner is alive.
 func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, error) {
+	var apiErr error // why a live owner's API did not answer
 	if info, ok := readOwner(dir); ok && alive(info.PID) {
-		c := api.NewUnixClient(info.Socket)
-		if _, err := c.Runs(ctx, engine.RunFilter{Limit: 1}); err == nil {
+		c, err := api.DialLocal(dir, localOptions())
+		if err == nil {
+			_, err = c.Runs(ctx, engine.RunFilter{Limit: 1})
+		}
+		if err == nil {
 			return &storeAccess{client: c}, nil
 		}
+		apiErr = err
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("no iterion store at %s (start a run with iterion run, or pass --store-dir)", dir)
 	}
 	db, err := store.Open(dir, store.Options{Logger: log})
+	if err != nil && apiErr != nil {
+		// Typically a different ITERION_RUNTIME_DIR or XDG_RUNTIME_DIR
+		// than the owner's, or an owner of another user.
+		return nil, fmt.Errorf("%w; its owner's API did not answer either: %v", err, apiErr)
+	}
 	if err != nil {
 		return nil, err // names the directory and, when locked, its owner
 	}

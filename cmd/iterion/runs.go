@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -43,8 +45,11 @@ func (a ownerAPI) Events(ctx context.Context, id string, after int64, limit int)
 func (a ownerAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
 	return a.client.Pending(ctx, id)
 }
+
+// Answer sends only the text: the owner records the answer as this
+// process's OS user via cli, whatever req says.
 func (a ownerAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, error) {
-	res, err := a.client.Answer(ctx, req)
+	res, err := a.client.Answer(ctx, req.RunID, req.InteractionID, req.Text)
 	if err != nil {
 		return false, err
 	}
@@ -188,14 +193,19 @@ func newRunsCmd() *cobra.Command {
 	answer := &cobra.Command{
 		Use:   "answer RUN QUESTION TEXT",
 		Short: "Answer an async question; the answer reaches the agent at its next turn",
-		Args:  exactArgs(3, "answer needs a run id, a question id and the answer text"),
+		Long: `Answer an async question; the answer reaches the agent at its next turn. The answer is
+recorded as your OS user name via cli.`,
+		Args: exactArgs(3, "answer needs a run id, a question id and the answer text"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), a, args[0], args[1], args[2], by)
+				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), a, args[0], args[1], args[2])
 			})
 		},
 	}
-	answer.Flags().StringVar(&by, "by", "", "who answers (default $USER)")
+	// Kept so scripts that pass it still run; who answers is not the
+	// caller's to say.
+	answer.Flags().StringVar(&by, "by", "", "ignored")
+	_ = answer.Flags().MarkDeprecated("by", "the answer is recorded as your OS user name")
 
 	cancel := &cobra.Command{
 		Use: "cancel RUN", Short: "Cancel a run", Args: exactArgs(1, "cancel needs a run id"),
@@ -242,14 +252,13 @@ func newRunsCmd() *cobra.Command {
 	return cmd
 }
 
-func answerQuestion(ctx context.Context, out io.Writer, a runsAPI, runID, iid, text, by string) error {
+// answerQuestion answers as this process's OS user via cli: the name the
+// owner's API records for it, and the one recorded here without an owner.
+func answerQuestion(ctx context.Context, out io.Writer, a runsAPI, runID, iid, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("answer text is required: iterion runs answer %s %s \"your answer\"", runID, iid)
 	}
-	if by == "" {
-		by = userName()
-	}
-	resumed, err := a.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: iid, Text: text, By: by, Via: "cli"})
+	resumed, err := a.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: iid, Text: text, By: api.UserName(os.Getuid()), Via: "cli"})
 	switch {
 	case errors.Is(err, engine.ErrNotAsync):
 		return fmt.Errorf("%s is a blocking question, not an async one: answer it with iterion resume --run-id %s --answer <field>=<value>", iid, runID)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,17 @@ func newServeCmd() *cobra.Command {
   /metrics                              Prometheus metrics: runs by status, pending deliveries,
                                         outbox rows, the Go runtime
   /api/…                                the run and question API, when $ITERION_API_TOKEN
-                                        is set (requests carry Authorization: Bearer <token>);
-                                        POST /api/runs {"file_path", "vars", "run_id"} starts a run
+                                        is set (requests carry Authorization: Bearer <token>;
+                                        answers are recorded as $ITERION_API_TOKEN_NAME, default
+                                        "api", via api); POST /api/runs {"file_path", "vars",
+                                        "run_id"} starts a run
   POST /webhooks/github                 the GitHub App's webhooks, when an App id is set
                                         ($ITERION_GITHUB_APP_ID or github.app_id)
 
-on the listen address, and the same API without a token on the store's unix socket for other
-iterion commands on this machine. Runs a previous process left interrupted continue from their
+on the listen address. The same API is served to other iterion commands of the same user on a
+unix socket in a private directory ($ITERION_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iterion, else
+~/.cache/iterion/run), each request carrying the token in the 0600 file beside it; answers there
+are recorded as the caller's OS user via cli. Runs a previous process left interrupted continue from their
 checkpoints at start. On SIGINT or SIGTERM it stops accepting requests and gives the runs in
 flight shutdown_grace (30s by default); the ones still running then continue at the next start.
 
@@ -119,12 +124,13 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
 	// The API may be called before becomeOwnerWith returns.
 	var ready atomic.Pointer[owner]
-	launch := func(_ context.Context, req api.LaunchRequest) (*engine.Run, error) {
+	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
 		o := ready.Load()
 		if o == nil {
 			return nil, errors.New("the server is starting; try again")
 		}
-		return launchRun(o, runs, log, req)
+		c, _ := api.CallerFrom(ctx)
+		return launchRun(o, runs, log, req, c.Name)
 	}
 	var afterAnswer atomic.Pointer[func(context.Context, *engine.AnswerResult) bool]
 	after := func(ctx context.Context, res *engine.AnswerResult) bool {
@@ -164,7 +170,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
 	}
 	if token := os.Getenv("ITERION_API_TOKEN"); token != "" {
-		mux.Handle("/api/", api.RequireToken(token, o.apiHandler))
+		// Answers and launches through this token are recorded as its name.
+		name := cmp.Or(strings.TrimSpace(os.Getenv("ITERION_API_TOKEN_NAME")), "api")
+		mux.Handle("/api/", api.RequireToken(token, name, o.apiHandler))
 	} else {
 		log.Info("the REST API is served on the unix socket only; set ITERION_API_TOKEN to serve it on " + addr)
 	}
@@ -196,8 +204,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 }
 
 // launchRun compiles a workflow, resolves its vars and starts it in the
-// background.
-func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest) (*engine.Run, error) {
+// background, recording actor (the API's authenticated caller) as who
+// started it.
+func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest, actor string) (*engine.Run, error) {
 	bad := func(format string, args ...any) error { return &api.BadRequestError{Err: fmt.Errorf(format, args...)} }
 	path := filepath.Clean(req.FilePath)
 	if filepath.IsAbs(path) || strings.HasPrefix(path, "..") {
@@ -229,7 +238,7 @@ func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest
 		return nil, bad("%s cannot run on this server: %v", path, err)
 	}
 	runs.wg.Go(func() {
-		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api"}, File: path}); err != nil {
+		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path}); err != nil {
 			log.Error("starting a run failed", "run", id, "err", err)
 		}
 	})

@@ -17,6 +17,7 @@ func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	t.Setenv("ITERION_API_TOKEN", "tok")
+	t.Setenv("ITERION_API_TOKEN_NAME", "deploy-bot")
 	writeAt := func(name, content string) {
 		t.Helper()
 		if err := writeFileAt(filepath.Join(dir, name), content); err != nil {
@@ -87,6 +88,13 @@ func TestServe(t *testing.T) {
 		}
 		_, run := call("GET", "/api/runs/api-1", "tok", "")
 		status, _ = run["status"].(string)
+		if trigger, _ := run["trigger"].(map[string]any); trigger["actor"] != "deploy-bot" {
+			t.Fatalf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
+		}
+	}
+	// Other commands reach the server on its socket, with its token.
+	if code, out, errOut := runCLI(t, "runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
+		t.Errorf("runs list through the socket: exit %d\n%s%s", code, out, errOut)
 	}
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
