@@ -30,6 +30,9 @@ type Options struct {
 	// Driver is the server's driver, used by every node that does not ask
 	// for another: "bwrap", "docker" or "host". "" means bwrap.
 	Driver string
+	// OpenNetwork gives processes the server's network when their node's
+	// sandbox: declares no network. false means none, the default.
+	OpenNetwork bool
 	// AllowHost lets a workflow or node choose sandbox: none (or host) and
 	// run on the host. false refuses such runs before they start, unless
 	// Driver is host itself.
@@ -313,7 +316,7 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		Dir:     p.Dir,
 		Mounts:  append(slices.Clip(s.opts.Mounts), s.hidden(p.Dir)...),
 		Env:     s.env(p),
-		Network: network(p),
+		Network: s.network(p),
 		Limits:  s.opts.Limits,
 	}
 	if len(p.Stdin) > 0 {
@@ -373,15 +376,23 @@ func result(res *sandbox.Result, p *engine.Process) *engine.ProcessResult {
 }
 
 // network is the policy of p: what the process asked for, else its
-// node's declaration, else none.
-func network(p *engine.Process) sandbox.Network {
+// node's declaration, else the server's.
+func (s *Sandboxes) network(p *engine.Process) sandbox.Network {
 	switch p.Network {
 	case engine.NetworkOpen:
 		return sandbox.NetworkOpen
 	case engine.NetworkNone:
 		return sandbox.NetworkNone
 	}
-	if decl := declFor(p.Workflow, p.Node); decl != nil && decl.Network == dsl.SandboxNetworkOpen {
+	if decl := declFor(p.Workflow, p.Node); decl != nil {
+		switch decl.Network {
+		case dsl.SandboxNetworkOpen:
+			return sandbox.NetworkOpen
+		case dsl.SandboxNetworkNone:
+			return sandbox.NetworkNone
+		}
+	}
+	if s.opts.OpenNetwork {
 		return sandbox.NetworkOpen
 	}
 	return sandbox.NetworkNone

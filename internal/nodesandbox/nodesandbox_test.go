@@ -1,0 +1,175 @@
+package nodesandbox_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
+)
+
+func compile(t *testing.T, src string) *dsl.Workflow {
+	t.Helper()
+	w, ds := dsl.CompileSource("t.bot", []byte(src))
+	if ds.HasErrors() {
+		t.Fatalf("%s", dsl.RenderString(ds, map[string][]byte{"t.bot": []byte(src)}))
+	}
+	return w
+}
+
+// tool is a one-node workflow whose tool has the sandbox: block decl.
+func tool(t *testing.T, decl string) (*dsl.Workflow, *dsl.Node) {
+	t.Helper()
+	w := compile(t, "tool t:\n  command: \"true\"\n"+decl+"workflow w:\n  entry: t\n  t -> done\n")
+	return w, w.Node("t")
+}
+
+func run(t *testing.T, sb *nodesandbox.Sandboxes, w *dsl.Workflow, n *dsl.Node, script string) (*engine.ProcessResult, error) {
+	t.Helper()
+	return sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Argv: []string{"bash", "-c", script}, Dir: t.TempDir()})
+}
+
+// The driver of a node: the server's, or the one its sandbox: names; the
+// host only where the operator allows it; docker only with an image.
+func TestDriverChoice(t *testing.T) {
+	strict := nodesandboxtest.New(t, nodesandbox.Options{})
+	lenient := nodesandboxtest.New(t, nodesandbox.Options{AllowHost: true})
+	tests := []struct {
+		name    string
+		sb      *nodesandbox.Sandboxes
+		decl    string
+		wantErr string // "" means it runs, isolated (uid 1000)
+		wantUID string
+	}{
+		{name: "server default", sb: strict, wantUID: "1000"},
+		{name: "auto", sb: strict, decl: "  sandbox: auto\n", wantUID: "1000"},
+		{name: "bwrap", sb: strict, decl: "  sandbox: bwrap\n", wantUID: "1000"},
+		{name: "host refused", sb: strict, decl: "  sandbox: none\n", wantErr: "which this server does not allow: remove it, or let the operator set sandbox.allow_host: true"},
+		{name: "host allowed", sb: lenient, decl: "  sandbox: none\n", wantUID: strconv.Itoa(os.Getuid())},
+		{name: "docker without image", sb: strict, decl: "  sandbox: docker\n", wantErr: "no image: name one in the workflow"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, n := tool(t, tc.decl)
+			res, err := run(t, tc.sb, w, n, "id -u")
+			if tc.wantErr != "" {
+				var ue *engine.UnavailableError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want an UnavailableError saying %q", err, tc.wantErr)
+				}
+				if perr := tc.sb.PreflightSandbox(w); perr == nil || !strings.Contains(perr.Error(), "node t: ") {
+					t.Errorf("preflight = %v, want the same refusal naming the node", perr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(res.Stdout)); got != tc.wantUID {
+				t.Errorf("uid = %s, want %s", got, tc.wantUID)
+			}
+		})
+	}
+}
+
+// No network unless the node's sandbox: or the server opens it.
+func TestNetworkPolicy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	probe := "(exec 3<>/dev/tcp/127.0.0.1/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + ") 2>/dev/null && echo reached || echo cut"
+	closed := nodesandboxtest.New(t, nodesandbox.Options{})
+	open := nodesandboxtest.New(t, nodesandbox.Options{OpenNetwork: true})
+	tests := []struct {
+		name string
+		sb   *nodesandbox.Sandboxes
+		decl string
+		want string
+	}{
+		{"default", closed, "", "cut"},
+		{"node opens", closed, "  sandbox:\n    mode: auto\n    network: open\n", "reached"},
+		{"server opens", open, "", "reached"},
+		{"node closes what the server opens", open, "  sandbox:\n    mode: auto\n    network: none\n", "cut"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, n := tool(t, tc.decl)
+			res, err := run(t, tc.sb, w, n, probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(res.Stdout)); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The environment is the allowlist, the node's literal env and what the
+// engine passes: nothing else of the server's.
+func TestEnvironment(t *testing.T) {
+	t.Setenv("ITERION_API_TOKEN", "tok-server-secret")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-server-secret")
+	t.Setenv("LANG", "C.UTF-8")
+	sb := nodesandboxtest.New(t, nodesandbox.Options{})
+	w, n := tool(t, "  sandbox:\n    mode: auto\n    env:\n      GOFLAGS: \"-mod=mod\"\n")
+	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Argv: []string{"env"}, Dir: t.TempDir(), Env: []string{"ITERION_REF_1=value"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, kv := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	for _, want := range []string{"PATH", "HOME", "TMPDIR", "LANG", "GOFLAGS", "ITERION_REF_1"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("%s missing from the environment %v", want, names)
+		}
+	}
+	if strings.Contains(string(res.Stdout), "server-secret") {
+		t.Errorf("a server secret reached the sandbox:\n%s", res.Stdout)
+	}
+}
+
+// A workspace holding the server's directories sees them empty, read-only;
+// its HOME is private then, since a home under the store would be hidden.
+func TestHidesServerDirectories(t *testing.T) {
+	project := t.TempDir()
+	store := filepath.Join(project, ".iterion")
+	if err := os.MkdirAll(filepath.Join(store, "homes"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "owner.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb := nodesandboxtest.New(t, nodesandbox.Options{Hide: []string{store}, HomeRoot: filepath.Join(store, "homes")})
+	w, n := tool(t, "")
+	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: project,
+		Argv: []string{"bash", "-c", "ls -A .iterion | wc -l; (touch .iterion/x) 2>/dev/null || echo refused; echo ok > $HOME/f && cat $HOME/f"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != "0 refused ok" {
+		t.Errorf("got %q, want the store empty, not writable, and a working HOME (stderr %s)", res.Stdout, res.Stderr)
+	}
+}
