@@ -233,6 +233,18 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 		}
 		return ""
 	},
+	"sandbox.network": func(at string, v reflect.Value) string {
+		if s := v.String(); s != "none" && s != "open" {
+			return at + ": use none (the default: no network at all) or open (the server's network, loopback included)"
+		}
+		return ""
+	},
+	"sandbox.mounts": func(at string, v reflect.Value) string {
+		if _, err := parseMount(v.String()); err != nil {
+			return at + ": " + err.Error()
+		}
+		return ""
+	},
 	"sandbox.max_parallel_branches": func(at string, v reflect.Value) string {
 		if v.Int() < 0 {
 			return at + ": write 0 for four per core, or a positive number"

@@ -179,6 +179,7 @@ sandbox:
   docker_image: golang:1.26
   max_parallel_branches: 3
   workspace_quota_mb: 2048
+  mounts: [/srv/gomod:/home/iterion/go/pkg/mod:rw]
   limits:
     memory_mb: 1024
     processes: 100
@@ -201,6 +202,7 @@ api: {}
 			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
 				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem", KeepWorkspaces: 72 * time.Hour},
 			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, DockerImage: "golang:1.26", MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
+				Mounts: []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"},
 				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/sandbox"
 )
@@ -20,6 +22,10 @@ type sandboxSettings struct {
 	// AllowHost lets workflows ask for sandbox: none (the host). Off by
 	// default under serve: a workflow could otherwise opt out of isolation.
 	AllowHost bool `yaml:"allow_host"`
+	// Network is the network of processes whose workflow declares none:
+	// none (the default: not even the server's loopback) or open (the
+	// server's network, loopback included).
+	Network string `yaml:"network"`
 	// DockerImage is the docker driver's image when a workflow names none.
 	DockerImage string `yaml:"docker_image"`
 	// MaxParallelBranches bounds the branches of a fan-out running at once
@@ -27,6 +33,10 @@ type sandboxSettings struct {
 	MaxParallelBranches int `yaml:"max_parallel_branches"`
 	// Limits bound every process; 0 means the default.
 	Limits sandboxLimits `yaml:"limits"`
+	// Mounts are extra host paths every sandbox sees, each
+	// "SOURCE[:TARGET][:ro|rw]" (read-only unless rw), like a module cache:
+	// "/srv/cache/gomod:/home/iterion/go/pkg/mod:rw".
+	Mounts []string `yaml:"mounts"`
 	// WorkspaceQuotaMB is the most a run's workspace may hold, in MiB,
 	// measured after each node; serve's default is 10240, 0 means none.
 	WorkspaceQuotaMB int64 `yaml:"workspace_quota_mb"`
@@ -62,8 +72,20 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	// The store and the local API's private directory are never seen from
+	// a sandbox, even when the workspace holds them (iterion run in the
+	// directory of its .iterion store).
+	hide := []string{storeDir}
+	if ep, err := api.LocalEndpoint(storeDir, localOptions()); err == nil {
+		hide = append(hide, ep.Dir)
+	}
+	mounts, err := parseMounts(s.Mounts, hide)
+	if err != nil {
+		return nil, err
+	}
 	sb, err := nodesandbox.New(nodesandbox.Options{
-		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, HomeRoot: homes,
+		Mounts: mounts, OpenNetwork: s.Network == "open",
+		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, HomeRoot: homes, Hide: hide,
 		Limits: sandbox.Limits{Memory: s.Limits.MemoryMB << 20, Processes: s.Limits.Processes, OpenFiles: s.Limits.OpenFiles, CPUTime: s.Limits.CPUTime},
 	})
 	if err != nil {
@@ -79,4 +101,60 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 		log.Info("sandbox", "driver", driver, "limits", d.Mechanism())
 	}
 	return sb, nil
+}
+
+// parseMount reads one sandbox.mounts item, "SOURCE[:TARGET][:ro|rw]",
+// and says what is wrong with it otherwise.
+func parseMount(item string) (sandbox.Mount, error) {
+	parts := strings.Split(item, ":")
+	m := sandbox.Mount{}
+	switch last := parts[len(parts)-1]; {
+	case len(parts) > 1 && last == "rw":
+		m.Writable, parts = true, parts[:len(parts)-1]
+	case len(parts) > 1 && last == "ro":
+		parts = parts[:len(parts)-1]
+	}
+	switch len(parts) {
+	case 1:
+		m.Source = parts[0]
+	case 2:
+		m.Source, m.Target = parts[0], parts[1]
+	default:
+		return m, fmt.Errorf("%q: write SOURCE, SOURCE:TARGET, or either followed by :ro or :rw", item)
+	}
+	for _, p := range []string{m.Source, m.Target} {
+		if p != "" && !filepath.IsAbs(p) {
+			return m, fmt.Errorf("%q: %s is not an absolute path", item, p)
+		}
+	}
+	if m.Source == "" {
+		return m, fmt.Errorf("%q: the source path is empty", item)
+	}
+	return m, nil
+}
+
+// parseMounts reads sandbox.mounts, refusing any that would show a
+// sandbox the server's own directories.
+func parseMounts(items, hidden []string) ([]sandbox.Mount, error) {
+	var out []sandbox.Mount
+	for _, item := range items {
+		m, err := parseMount(item)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.mounts: %w", err)
+		}
+		for _, h := range hidden {
+			abs, _ := filepath.Abs(h)
+			if within(m.Source, abs) || within(abs, m.Source) {
+				return nil, fmt.Errorf("sandbox.mounts: %q would show sandboxes the server's own directory %s (the store or the local API's): mount something else", item, abs)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// within reports whether path is dir or lies under it.
+func within(dir, path string) bool {
+	dir, path = filepath.Clean(dir), filepath.Clean(path)
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

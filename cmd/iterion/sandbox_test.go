@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/iterion-bot/iterion/sandbox"
+)
+
+// iterion run in a project with its store in .iterion: the tools work in
+// the project, but the store and the local API's directory are not there
+// for them, and nothing of them can be read or written.
+func TestRunHidesTheStoreInTheWorkspace(t *testing.T) {
+	project := t.TempDir()
+	t.Chdir(project)
+	t.Setenv("ITERION_RUNTIME_DIR", filepath.Join(project, "runtime"))
+	t.Setenv("ITERION_STORE", "")
+	wf := writeFile(t, "look.bot", `tool look:
+  command: "{ ls -A .iterion | wc -l; ls -A runtime | wc -l; cat .iterion/owner.json || echo no-owner; (echo x > .iterion/planted) 2>/dev/null || echo refused; echo hi > mine.txt; } > seen.txt 2>&1"
+workflow w:
+  entry: look
+  look -> done
+`)
+	code, out, errOut := runCLI(t, "run", wf, "--no-interactive")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	seen, err := os.ReadFile(filepath.Join(project, "seen.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cat's own complaint comes between the counts and no-owner.
+	got := strings.Fields(string(seen))
+	if len(got) < 4 || got[0] != "0" || got[1] != "0" || !slices.Contains(got, "no-owner") || got[len(got)-1] != "refused" {
+		t.Errorf("the tool saw %q, want an empty store and runtime directory, no owner.json, and no write", seen)
+	}
+	if _, err := os.Stat(filepath.Join(project, ".iterion", "planted")); err == nil {
+		t.Error("the tool wrote into the store")
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "mine.txt")); err != nil || string(b) != "hi\n" {
+		t.Errorf("the tool's own file: %q, %v", b, err)
+	}
+}
+
+func TestParseMounts(t *testing.T) {
+	tests := []struct {
+		name    string
+		items   []string
+		want    []sandbox.Mount
+		wantErr string
+	}{
+		{"read-only by default", []string{"/srv/cache"}, []sandbox.Mount{{Source: "/srv/cache"}}, ""},
+		{"target and rw", []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"}, []sandbox.Mount{{Source: "/srv/gomod", Target: "/home/iterion/go/pkg/mod", Writable: true}}, ""},
+		{"explicit ro", []string{"/opt/tools:ro"}, []sandbox.Mount{{Source: "/opt/tools"}}, ""},
+		{"relative", []string{"cache"}, nil, "is not an absolute path"},
+		{"too many parts", []string{"/a:/b:/c:rw"}, nil, "write SOURCE, SOURCE:TARGET"},
+		{"the store", []string{"/srv/iterion/store"}, nil, "the server's own directory /srv/iterion/store"},
+		{"above the store", []string{"/srv"}, nil, "the server's own directory"},
+		{"inside the store", []string{"/srv/iterion/store/workspaces:rw"}, nil, "the server's own directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseMounts(tc.items, []string{"/srv/iterion/store"})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("mounts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
