@@ -81,3 +81,27 @@ func TestParseMounts(t *testing.T) {
 		})
 	}
 }
+
+// Without bubblewrap, iterion run refuses the run before its first node,
+// with the command that installs it and how to choose another driver;
+// nothing runs on the host instead.
+func TestRunWithoutBubblewrap(t *testing.T) {
+	project := t.TempDir()
+	t.Chdir(project)
+	t.Setenv("ITERION_STORE", "")
+	t.Setenv("ITERION_SANDBOX", "")
+	t.Setenv("PATH", t.TempDir()) // no bwrap, nor anything else
+	wf := writeFile(t, "touch.bot", "tool t:\n  command: \"echo ran > ran.txt\"\nworkflow w:\n  entry: t\n  t -> done\n")
+	code, out, errOut := runCLI(t, "run", wf, "--no-interactive")
+	if code != exitError {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitError, out, errOut)
+	}
+	for _, want := range []string{"bubblewrap is not installed: apt-get install -y bubblewrap", "iterion run --sandbox, ITERION_SANDBOX or sandbox.driver"} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("output lacks %q:\n%s\n%s", want, out, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(project, "ran.txt")); err == nil {
+		t.Error("the tool ran")
+	}
+}

@@ -240,6 +240,9 @@ func (s *Sandboxes) driverFor(w *dsl.Workflow, n *dsl.Node) (sandbox.Driver, err
 		}
 	}
 	if err := d.Available(); err != nil {
+		if name == s.opts.Driver && name != "host" {
+			err = fmt.Errorf("%w; the server's driver is chosen by iterion run --sandbox, ITERION_SANDBOX or sandbox.driver in serve.yml", err)
+		}
 		return nil, &engine.UnavailableError{Driver: name, Err: err}
 	}
 	return d, nil
