@@ -153,7 +153,7 @@ type StartRequest struct {
 	Trigger  Trigger
 	Channels []string
 	// WorkDir is where tool nodes run and agents work. "" means the
-	// current directory.
+	// current directory. It is recorded on the run, for its resumes.
 	WorkDir string
 	File    string
 }
@@ -178,9 +178,14 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
 		return nil, err
 	}
 	req.Vars = vars
+	if req.WorkDir == "" {
+		if req.WorkDir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("finding the work directory: %w", err)
+		}
+	}
 	now := e.now()
 	run := &Run{
-		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning,
+		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning, WorkDir: req.WorkDir,
 		Vars: req.Vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
 	}
 	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": req.Vars}}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,7 +70,9 @@ type ResumeRequest struct {
 	// paused node's output schema (ask_user_response for an agent's ask_user).
 	Answers map[string]string
 	// Force resumes even when the workflow changed since the run started.
-	Force   bool
+	Force bool
+	// WorkDir is where the run continues; "" means where it started (the
+	// run's WorkDir), else the current directory.
 	WorkDir string
 	// By and Via record who answered.
 	By, Via string
@@ -153,7 +156,7 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if req.Recorded != nil {
 		req.Recorded()
 	}
-	return e.drive(ctx, req.Workflow, run, ck, req.WorkDir)
+	return e.drive(ctx, req.Workflow, run, ck, cmp.Or(req.WorkDir, run.WorkDir))
 }
 
 // stoppedRun ends a run that a Stop was recorded on and returns it.

@@ -97,6 +97,9 @@ type Run struct {
 	// generation it holds, and a stale owner's writes are refused.
 	Owner      string `json:"owner,omitempty"`
 	Generation int64  `json:"generation"`
+	// WorkDir is the workspace the run started in, where a resume that
+	// names none continues it.
+	WorkDir string `json:"work_dir,omitempty"`
 	// StopRequested, when set, is the reason of an acknowledged Stop that
 	// the run's executor has not yet honoured: the run may only end
 	// cancelled (a Commit of any other status fails with

@@ -246,15 +246,15 @@ func reconcile(ctx context.Context, h *ghbot.Handler, log *slog.Logger) {
 	}
 }
 
-// removeWorkspace deletes the checkout of a GitHub run that is over for
-// good (finished, or failed without a way to resume); a run that may
-// still continue keeps it.
+// removeWorkspace deletes the workspace of a run that is over for good
+// (finished, or failed without a way to resume), with its workflow files
+// and its sandbox's HOME; a run that may still continue keeps them.
 func removeWorkspace(o *owner, run *engine.Run, log *slog.Logger) {
-	if run.Trigger.Source != "github" || (run.Status != engine.StatusFinished && run.Status != engine.StatusFailed) {
+	if run.Status != engine.StatusFinished && run.Status != engine.StatusFailed {
 		return
 	}
 	dir := workDirOf(o, run)
-	for _, p := range []string{dir, dir + ".bot"} {
+	for _, p := range []string{dir, dir + ".bot", dir + ".home"} {
 		if err := os.RemoveAll(p); err != nil {
 			log.Warn("removing a finished run's workspace failed", "run", run.ID, "path", p, "err", err)
 		}
@@ -288,7 +288,7 @@ func sweepOnce(ctx context.Context, o *owner, keep time.Duration, now time.Time,
 		return
 	}
 	for _, r := range runs {
-		if r.Trigger.Source != "github" || (r.Status != engine.StatusCancelled && r.Status != engine.StatusFailedResumable) || now.Sub(r.UpdatedAt) < keep {
+		if (r.Status != engine.StatusCancelled && r.Status != engine.StatusFailedResumable) || now.Sub(r.UpdatedAt) < keep {
 			continue
 		}
 		dir := workDirOf(o, r)
@@ -296,7 +296,7 @@ func sweepOnce(ctx context.Context, o *owner, keep time.Duration, now time.Time,
 			continue
 		}
 		log.Info("removing the workspace of a run stopped long ago", "run", r.ID, "status", r.Status, "updated", r.UpdatedAt)
-		for _, p := range []string{dir, dir + ".bot"} {
+		for _, p := range []string{dir, dir + ".bot", dir + ".home"} {
 			if err := os.RemoveAll(p); err != nil {
 				log.Warn("removing an old workspace failed", "run", r.ID, "path", p, "err", err)
 			}
@@ -304,16 +304,50 @@ func sweepOnce(ctx context.Context, o *owner, keep time.Duration, now time.Time,
 	}
 }
 
-// workspacesDir holds the checkouts of GitHub runs, one per run id.
-func workspacesDir(o *owner) string { return filepath.Join(o.dir, "workspaces") }
-
-// workDirOf is where a run works: its own checkout for a GitHub run, the
-// server's directory otherwise.
-func workDirOf(o *owner, r *engine.Run) string {
-	if r.Trigger.Source == "github" {
-		return filepath.Join(workspacesDir(o), r.ID)
+// workspacesDir holds the workspaces of the server's runs, one per run id:
+// a GitHub run's checkout, an empty directory for the others.
+func workspacesDir(o *owner) string {
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		dir = o.dir
 	}
-	return ""
+	return filepath.Join(dir, "workspaces")
+}
+
+// workDirOf is where a run works under serve: its own directory of
+// workspaces/, never the server's own directory (which may hold its
+// config, key or store).
+func workDirOf(o *owner, r *engine.Run) string {
+	return filepath.Join(workspacesDir(o), r.ID)
+}
+
+// prepareWorkDir returns the workspace of run id, creating it (empty)
+// when missing.
+func prepareWorkDir(o *owner, id string) (string, error) {
+	dir := filepath.Join(workspacesDir(o), id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the workspace of run %s: %w", id, err)
+	}
+	return dir, nil
+}
+
+// resumeDir is the workspace a run continues in under serve. A GitHub
+// run's is its checkout, which is never made up again: one removed long
+// ago fails the run, saying so. Any other run continues where it started
+// (a run of iterion run, in its developer's directory), or, when it did
+// not record where, in an empty directory of its own.
+func resumeDir(o *owner, r *engine.Run) string {
+	if r.Trigger.Source == "github" {
+		return workDirOf(o, r)
+	}
+	if r.WorkDir != "" {
+		return r.WorkDir
+	}
+	dir, err := prepareWorkDir(o, r.ID)
+	if err != nil {
+		return workDirOf(o, r) // the sandbox says what is missing
+	}
+	return dir
 }
 
 // resumer continues paused runs in the background for serve: a run paused
@@ -349,7 +383,7 @@ func (rs *resumer) released(ctx context.Context, res *engine.AnswerResult) bool 
 	}
 	rs.runs.wg.Go(func() {
 		defer release()
-		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: workDirOf(rs.o, r), Via: "answer", Expect: engine.StatusPausedWaitingHuman}); err != nil {
+		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: resumeDir(rs.o, r), Via: "answer", Expect: engine.StatusPausedWaitingHuman}); err != nil {
 			rs.log.Error("resuming a released run failed", "run", runID, "err", err)
 		}
 	})
@@ -389,7 +423,7 @@ func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers 
 	rs.runs.wg.Go(func() {
 		defer release()
 		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
-			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: workDirOf(rs.o, r), Force: true, Expect: engine.StatusPausedWaitingHuman,
+			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: resumeDir(rs.o, r), Force: true, Expect: engine.StatusPausedWaitingHuman,
 			Recorded: func() { close(recorded) },
 		})
 		errc <- err

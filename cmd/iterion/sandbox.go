@@ -68,7 +68,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 	if !sandboxDrivers[driver] {
 		return nil, fmt.Errorf("unknown sandbox %q (from --sandbox, ITERION_SANDBOX or sandbox.driver): use bwrap (the default), docker or host", driver)
 	}
-	homes, err := filepath.Abs(filepath.Join(storeDir, "homes"))
+	workspaces, err := filepath.Abs(filepath.Join(storeDir, "workspaces"))
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +85,9 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 	}
 	sb, err := nodesandbox.New(nodesandbox.Options{
 		Mounts: mounts, OpenNetwork: s.Network == "open",
-		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, HomeRoot: homes, Hide: hide,
-		Limits: sandbox.Limits{Memory: s.Limits.MemoryMB << 20, Processes: s.Limits.Processes, OpenFiles: s.Limits.OpenFiles, CPUTime: s.Limits.CPUTime},
+		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, Hide: hide,
+		HomeFor: func(ws string) string { return homeOf(workspaces, ws) },
+		Limits:  sandbox.Limits{Memory: s.Limits.MemoryMB << 20, Processes: s.Limits.Processes, OpenFiles: s.Limits.OpenFiles, CPUTime: s.Limits.CPUTime},
 	})
 	if err != nil {
 		return nil, err
@@ -101,6 +102,16 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 		log.Info("sandbox", "driver", driver, "limits", d.Mechanism())
 	}
 	return sb, nil
+}
+
+// homeOf is the HOME kept for a workspace of the store's workspaces/:
+// beside it, <workspace>.home, removed with it. Other workspaces (iterion
+// run's current directory) get a private HOME per process.
+func homeOf(workspaces, ws string) string {
+	if filepath.Dir(filepath.Clean(ws)) != workspaces {
+		return ""
+	}
+	return filepath.Clean(ws) + ".home"
 }
 
 // parseMount reads one sandbox.mounts item, "SOURCE[:TARGET][:ro|rw]",

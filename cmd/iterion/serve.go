@@ -237,8 +237,13 @@ func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest
 	if err := o.engine.Preflight(w); err != nil {
 		return nil, bad("%s cannot run on this server: %v", path, err)
 	}
+	// Its own empty workspace: never the server's directory.
+	dir, err := prepareWorkDir(o, id)
+	if err != nil {
+		return nil, err
+	}
 	runs.wg.Go(func() {
-		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path}); err != nil {
+		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path, WorkDir: dir}); err != nil {
 			log.Error("starting a run failed", "run", id, "err", err)
 		}
 	})
@@ -261,7 +266,7 @@ func recoverInterrupted(o *owner, runs *runGroup, log *slog.Logger) {
 		}
 		log.Info("continuing an interrupted run", "run", r.ID)
 		runs.wg.Go(func() {
-			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: workDirOf(o, r), Via: "recovery", Expect: engine.StatusRunning}); err != nil {
+			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: resumeDir(o, r), Via: "recovery", Expect: engine.StatusRunning}); err != nil {
 				log.Error("continuing an interrupted run failed", "run", r.ID, "err", err)
 			}
 		})

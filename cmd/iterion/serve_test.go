@@ -92,6 +92,10 @@ func TestServe(t *testing.T) {
 			t.Fatalf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
 		}
 	}
+	// It worked in a directory of its own, not in the server's.
+	if _, run := call("GET", "/api/runs/api-1", "tok", ""); run["work_dir"] != filepath.Join(dir, "st", "workspaces", "api-1") {
+		t.Errorf("run api-1 worked in %v, want its own directory under the store's workspaces/", run["work_dir"])
+	}
 	// Other commands reach the server on its socket, with its token.
 	if code, out, errOut := runCLI(t, "runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
 		t.Errorf("runs list through the socket: exit %d\n%s%s", code, out, errOut)

@@ -7,8 +7,6 @@ package nodesandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -46,9 +44,11 @@ type Options struct {
 	// Limits bound every process; a zero field means the default of
 	// DefaultLimits.
 	Limits sandbox.Limits
-	// HomeRoot, when set, keeps a HOME per workspace under it (so caches
-	// last between a run's processes). "" means a private HOME per process.
-	HomeRoot string
+	// HomeFor, when set, names the HOME kept for a workspace (so caches
+	// last between a run's processes), created when missing; "" from it, or
+	// a nil HomeFor, means a private HOME per process. A home inside the
+	// workspace is not used (the workspace's bind would cover it).
+	HomeFor func(workspace string) string
 	// Hide are the server's own directories (the store, the local API's
 	// private directory): when one lies inside a workspace, as the store
 	// .iterion does under iterion run in the current directory, an empty
@@ -314,10 +314,14 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 	if err != nil {
 		return nil, err
 	}
+	dir, err := filepath.Abs(p.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace %s: %w", p.Dir, err)
+	}
 	spec := sandbox.Spec{
 		Argv:    p.Argv,
-		Dir:     p.Dir,
-		Mounts:  append(slices.Clip(s.opts.Mounts), s.hidden(p.Dir)...),
+		Dir:     dir,
+		Mounts:  append(slices.Clip(s.opts.Mounts), s.hidden(dir)...),
 		Env:     s.env(p),
 		Network: s.network(p),
 		Limits:  s.opts.Limits,
@@ -326,11 +330,12 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		spec.Stdin = strings.NewReader(string(p.Stdin))
 	}
 	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
-	if s.opts.HomeRoot != "" && !within(p.Dir, s.opts.HomeRoot) {
-		// (A home inside the workspace would be covered by it: the store's
-		// homes under iterion run get a private HOME instead.)
-		if spec.Home, err = s.home(p.Dir); err != nil {
-			return nil, err
+	if s.opts.HomeFor != nil {
+		if h := s.opts.HomeFor(dir); h != "" && !within(dir, h) {
+			if err := os.MkdirAll(h, 0o700); err != nil {
+				return nil, fmt.Errorf("creating the sandbox's home %s: %w", h, err)
+			}
+			spec.Home = h
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -422,14 +427,4 @@ func (s *Sandboxes) env(p *engine.Process) []string {
 		}
 	}
 	return append(env, p.Env...)
-}
-
-// home returns the HOME of a workspace under HomeRoot, creating it.
-func (s *Sandboxes) home(dir string) (string, error) {
-	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
-	h := filepath.Join(s.opts.HomeRoot, hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(h, 0o700); err != nil {
-		return "", fmt.Errorf("creating the sandbox's home %s: %w", h, err)
-	}
-	return h, nil
 }

@@ -151,8 +151,9 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
-// A workspace holding the server's directories sees them empty, read-only;
-// its HOME is private then, since a home under the store would be hidden.
+// A workspace holding the server's directories sees them empty,
+// read-only; a home named inside the workspace is not used (the workspace
+// would cover it), and the process gets a private one.
 func TestHidesServerDirectories(t *testing.T) {
 	project := t.TempDir()
 	store := filepath.Join(project, ".iterion")
@@ -162,7 +163,7 @@ func TestHidesServerDirectories(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(store, "owner.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sb := nodesandboxtest.New(t, nodesandbox.Options{Hide: []string{store}, HomeRoot: filepath.Join(store, "homes")})
+	sb := nodesandboxtest.New(t, nodesandbox.Options{Hide: []string{store}, HomeFor: func(string) string { return filepath.Join(store, "homes", "h") }})
 	w, n := tool(t, "")
 	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: project,
 		Argv: []string{"bash", "-c", "ls -A .iterion | wc -l; (touch .iterion/x) 2>/dev/null || echo refused; echo ok > $HOME/f && cat $HOME/f"}})
@@ -171,5 +172,25 @@ func TestHidesServerDirectories(t *testing.T) {
 	}
 	if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != "0 refused ok" {
 		t.Errorf("got %q, want the store empty, not writable, and a working HOME (stderr %s)", res.Stdout, res.Stderr)
+	}
+}
+
+// A workspace's home lasts from one process to the next.
+func TestHomeForWorkspace(t *testing.T) {
+	homes := t.TempDir()
+	sb := nodesandboxtest.New(t, nodesandbox.Options{HomeFor: func(ws string) string { return filepath.Join(homes, filepath.Base(ws)+".home") }})
+	w, n := tool(t, "")
+	ws := t.TempDir()
+	for i, script := range []string{"echo kept > $HOME/cache", "cat $HOME/cache"} {
+		res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: ws, Argv: []string{"bash", "-c", script}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("process %d: %v %+v", i, err, res)
+		}
+		if i == 1 && strings.TrimSpace(string(res.Stdout)) != "kept" {
+			t.Errorf("the second process read %q from HOME, want what the first wrote", res.Stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(homes, filepath.Base(ws)+".home", "cache")); err != nil {
+		t.Errorf("the home is not where HomeFor put it: %v", err)
 	}
 }
