@@ -345,6 +345,10 @@ func (c *compiler) sandboxEnv(p *Property, owner string) map[string]string {
 			c.errorf(k.Start, k.End, ErrInvalidValue, "rename it: names starting with ITERION_ belong to the server",
 				"environment variable %s is reserved: names starting with ITERION_ are the server's", k.Name)
 			continue
+		case codeEnv(k.Name):
+			c.errorf(k.Start, k.End, ErrInvalidValue, "remove it: set it in the command itself (VAR=value cmd), where only the sandboxed command reads it",
+				"environment variable %s makes programs load or run code it names, so a sandbox: env cannot set it", k.Name)
+			continue
 		}
 		val, ok := envValue(e.Value)
 		if !ok {
@@ -372,6 +376,21 @@ func (c *compiler) sandboxEnv(p *Property, owner string) map[string]string {
 		return nil
 	}
 	return env
+}
+
+// codeEnv reports whether the dynamic loader, a shell or the C library
+// runs or loads code named by the variable k: a workflow's env must not
+// set it for every process of a sandbox (a library shipped in a pull
+// request's workspace would load everywhere).
+func codeEnv(k string) bool {
+	if strings.HasPrefix(k, "LD_") {
+		return true
+	}
+	switch k {
+	case "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "GCONV_PATH", "LOCPATH", "HOSTALIASES", "NLSPATH", "GETCONF_DIR", "MALLOC_TRACE", "RESOLV_HOST_CONF", "RES_OPTIONS":
+		return true
+	}
+	return false
 }
 
 // envValue accepts a string, a bare word, a number or a bool, as written.

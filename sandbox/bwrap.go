@@ -174,6 +174,12 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 		}
 	}
 	args := b.args(&s, home, paths)
+	// The command's environment is set inside, by bwrap: the processes
+	// that run outside the namespaces (the gate, bwrap itself) get only
+	// hostEnv and run in /, so nothing of Spec.Env (LD_PRELOAD, say, naming
+	// a library a pull request ships in the workspace) touches them.
+	env := append([]string{"--clearenv"}, setenvArgs(mergeEnv(s.Env, home, "/tmp", s.Dir))...)
+	args = append(env, args...)
 	var files []*os.File
 	defer func() {
 		if err != nil {
@@ -208,8 +214,8 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 	l := &launch{
 		path:        bin,
 		argv:        append([]string{bin, "--args", strconv.Itoa(fdArgs), "--"}, b.inside(lim, s.Argv)...),
-		env:         mergeEnv(s.Env, home, "/tmp", s.Dir),
-		dir:         s.Dir,
+		env:         hostEnv(),
+		dir:         "/",
 		files:       files,
 		needs:       needsFor(lim, false),
 		filesInside: true,
@@ -230,6 +236,24 @@ func (b *Bwrap) start(ctx context.Context, bin string, s Spec) (_ *Process, err 
 		l.nproc = func() int { return lim.Processes + l.helpers }
 	}
 	return start(ctx, &s, l, b.cg)
+}
+
+// hostEnv is the environment of the processes a driver runs outside the
+// sandbox (the gate shell, bwrap, the docker CLI): a fixed PATH, nothing of
+// the command's environment.
+func hostEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+// setenvArgs are bwrap's --setenv options for env, in order (the last of a
+// key wins, as in Spec.Env).
+func setenvArgs(env []string) []string {
+	var a []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	return a
 }
 
 // inside returns the command bwrap runs: argv, under prlimit(1) or the

@@ -125,7 +125,7 @@ func (d *Docker) Start(ctx context.Context, s Spec) (*Process, error) {
 		path:        bin,
 		argv:        append([]string{bin}, args...),
 		env:         d.cliEnv(env),
-		dir:         s.Dir,
+		dir:         "/",
 		treeDead:    true,
 		selfLimited: true,
 		kill: func(p *Process) {
@@ -151,6 +151,21 @@ func (d *Docker) Start(ctx context.Context, s Spec) (*Process, error) {
 // from the server's environment, never from the sandbox's.
 var dockerControl = []string{"DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION"}
 
+// loaderVar reports whether the C library's loader or resolver reads k
+// (glibc's list of variables it ignores in setuid programs): the docker
+// CLI, which runs on the host, must not see the sandbox's values of them.
+func loaderVar(k string) bool {
+	if strings.HasPrefix(k, "LD_") {
+		return true
+	}
+	switch k {
+	case "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE",
+		"NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR":
+		return true
+	}
+	return false
+}
+
 // cliEnv is the docker CLI's environment: the sandbox's variables, which
 // the CLI forwards to the container by name (-e KEY, so that their values
 // never appear in a command line that other users can read), plus the
@@ -159,7 +174,7 @@ func (d *Docker) cliEnv(sandboxEnv []string) []string {
 	var env []string
 	for _, kv := range sandboxEnv {
 		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(dockerControl, k) {
+		if !slices.Contains(dockerControl, k) && !loaderVar(k) {
 			env = append(env, kv)
 		}
 	}
@@ -244,8 +259,9 @@ func (d *Docker) runArgs(s *Spec, name, home string, env []string) ([]string, er
 	}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		if slices.Contains(dockerControl, k) {
-			// The CLI's own variable cannot carry the sandbox's value.
+		if slices.Contains(dockerControl, k) || loaderVar(k) {
+			// The CLI's own variables, and those its dynamic loader reads,
+			// cannot carry the sandbox's value: given here instead.
 			a = append(a, "--env", k+"="+v)
 			continue
 		}

@@ -84,7 +84,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 		return nil, err
 	}
 	sb, err := nodesandbox.New(nodesandbox.Options{
-		Mounts: mounts, OpenNetwork: s.Network == "open",
+		Mounts: mounts, OpenNetwork: s.Network == "open", Workspaces: workspaces,
 		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, Hide: hide,
 		HomeFor: func(ws string) string { return homeOf(workspaces, ws) },
 		Limits:  sandbox.Limits{Memory: s.Limits.MemoryMB << 20, Processes: s.Limits.Processes, OpenFiles: s.Limits.OpenFiles, CPUTime: s.Limits.CPUTime},

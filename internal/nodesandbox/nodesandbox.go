@@ -52,8 +52,13 @@ type Options struct {
 	// Hide are the server's own directories (the store, the local API's
 	// private directory): when one lies inside a workspace, as the store
 	// .iterion does under iterion run in the current directory, an empty
-	// read-only directory covers it in the sandbox.
+	// read-only directory covers it in the sandbox. A workspace that is
+	// one of them, or lies inside one, is refused, unless it lies in
+	// Workspaces.
 	Hide []string
+	// Workspaces is the directory of the server's per-run workspaces
+	// (inside the store, which Hide names).
+	Workspaces string
 	// Drivers, when set, replaces the drivers by name (tests).
 	Drivers map[string]sandbox.Driver
 }
@@ -131,14 +136,7 @@ func New(opts Options) (*Sandboxes, error) {
 	}
 	hide := make([]string, len(opts.Hide))
 	for i, h := range opts.Hide {
-		abs, err := filepath.Abs(h)
-		if err != nil {
-			return nil, err
-		}
-		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = resolved
-		}
-		hide[i] = abs
+		hide[i] = resolve(h)
 	}
 	opts.Hide = hide
 	if len(opts.Hide) > 0 {
@@ -168,12 +166,44 @@ func within(dir, path string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
+// workspace resolves dir, a workspace, to the path the sandbox binds: it
+// is absolute and free of symlinks, so that the directories hidden inside
+// it are covered where the sandbox sees them. A workspace that is one of
+// the server's own directories, or lies inside one outside Workspaces, is
+// refused.
+func (s *Sandboxes) workspace(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("the workspace %s: %w", dir, err)
+	}
+	inRuns := s.opts.Workspaces != "" && within(resolve(s.opts.Workspaces), abs) && abs != resolve(s.opts.Workspaces)
+	for _, h := range s.opts.Hide {
+		if abs == h || within(h, abs) && !inRuns {
+			return "", &engine.UnavailableError{Driver: s.opts.Driver, Err: fmt.Errorf(
+				"the workspace %s is the server's own directory %s, or lies inside it: run the workflow from another directory", abs, h)}
+		}
+	}
+	return abs, nil
+}
+
+// resolve makes path absolute and free of symlinks, as far as it exists.
+func resolve(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
+}
+
 // hidden returns the mounts that cover the server's directories inside
 // the workspace dir.
 func (s *Sandboxes) hidden(dir string) []sandbox.Mount {
-	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = resolved
-	}
 	var ms []sandbox.Mount
 	for _, h := range s.opts.Hide {
 		if within(dir, h) && h != dir {
@@ -314,9 +344,9 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 	if err != nil {
 		return nil, err
 	}
-	dir, err := filepath.Abs(p.Dir)
+	dir, err := s.workspace(p.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("the workspace %s: %w", p.Dir, err)
+		return nil, err
 	}
 	spec := sandbox.Spec{
 		Argv:    p.Argv,

@@ -165,13 +165,50 @@ func TestHidesServerDirectories(t *testing.T) {
 	}
 	sb := nodesandboxtest.New(t, nodesandbox.Options{Hide: []string{store}, HomeFor: func(string) string { return filepath.Join(store, "homes", "h") }})
 	w, n := tool(t, "")
-	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: project,
-		Argv: []string{"bash", "-c", "ls -A .iterion | wc -l; (touch .iterion/x) 2>/dev/null || echo refused; echo ok > $HOME/f && cat $HOME/f"}})
+	// The workspace named directly, and through a symlink (iterion run's
+	// current directory is $PWD, links and all).
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(project, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{project, link} {
+		res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: dir,
+			Argv: []string{"bash", "-c", "ls -A .iterion | wc -l; (touch .iterion/x) 2>/dev/null || echo refused; echo ok > $HOME/f && cat $HOME/f"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != "0 refused ok" {
+			t.Errorf("%s: got %q, want the store empty, not writable, and a working HOME (stderr %s)", dir, res.Stdout, res.Stderr)
+		}
+	}
+	// The store itself, or a directory inside it, is no workspace.
+	for _, dir := range []string{store, filepath.Join(store, "homes")} {
+		_, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: dir, Argv: []string{"true"}})
+		var ue *engine.UnavailableError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "run the workflow from another directory") {
+			t.Errorf("workspace %s: err = %v, want it refused", dir, err)
+		}
+	}
+}
+
+// The server's per-run workspaces lie inside its store, and are used.
+func TestWorkspacesInsideTheStore(t *testing.T) {
+	store := t.TempDir()
+	ws := filepath.Join(store, "workspaces", "r-1")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "owner.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb := nodesandboxtest.New(t, nodesandbox.Options{Hide: []string{store}, Workspaces: filepath.Join(store, "workspaces")})
+	w, n := tool(t, "")
+	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: ws, Argv: []string{"bash", "-c", "cat ../../owner.json 2>/dev/null || echo hidden"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != "0 refused ok" {
-		t.Errorf("got %q, want the store empty, not writable, and a working HOME (stderr %s)", res.Stdout, res.Stderr)
+	if got := strings.TrimSpace(string(res.Stdout)); got != "hidden" {
+		t.Errorf("got %q, want the store outside the workspace unseen", got)
 	}
 }
 
