@@ -53,7 +53,8 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 	}
 	if rs.e.sandbox != nil {
 		task.Exec = func(ctx context.Context, argv []string) (*ProcessResult, error) {
-			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir})
+			// Bounded here too: a backend cuts what it shows its model.
+			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir, MaxStdout: 1 << 20, MaxStderr: 1 << 20})
 		}
 	}
 	if n.Output != nil {

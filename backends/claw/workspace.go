@@ -19,6 +19,7 @@ import (
 const (
 	maxFileRead   = 256 << 10
 	maxToolOutput = 64 << 10
+	maxListed     = 2000
 	bashTimeout   = 10 * time.Minute
 )
 
@@ -38,20 +39,30 @@ func run(ctx context.Context, t *engine.Task, command string) (string, int, erro
 		}
 		return "", -1, err
 	}
-	text := string(res.Stdout)
-	if len(res.Stderr) > 0 {
+	stdout, cut := capped(res.Stdout)
+	stderr, errCut := capped(res.Stderr)
+	text := stdout
+	if stderr != "" {
 		if text != "" && !strings.HasSuffix(text, "\n") {
 			text += "\n"
 		}
-		text += string(res.Stderr)
+		text += stderr
 	}
-	if res.StdoutTruncated {
-		text += "\n… (output cut)"
+	if cut || errCut || res.StdoutTruncated {
+		text += fmt.Sprintf("\n… (output cut at %d bytes a stream: narrow the command, e.g. with head or grep)", maxToolOutput)
 	}
 	if res.Limit != "" {
 		text += fmt.Sprintf("\n(stopped: the sandbox's %s limit, %s)", res.Limit, res.Detail)
 	}
 	return text, res.ExitCode, nil
+}
+
+// capped is b as text, cut at maxToolOutput; cut says it was.
+func capped(b []byte) (string, bool) {
+	if len(b) > maxToolOutput {
+		return string(b[:maxToolOutput]), true
+	}
+	return string(b), false
 }
 
 // openRoot opens the workspace so that no path, link or race can leave it.
@@ -202,6 +213,9 @@ func list(dir, path string) ([]string, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if len(names) > maxListed {
+		names = append(names[:maxListed], fmt.Sprintf("… and %d more (list a subdirectory, or use bash: ls | head)", len(names)-maxListed))
+	}
 	return names, nil
 }
 

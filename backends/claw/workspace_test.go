@@ -2,6 +2,7 @@ package claw
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,4 +157,33 @@ func TestBashToolEscapes(t *testing.T) {
 		}
 		return out, ""
 	})
+}
+
+// What the shell tools print and what list_files lists reach the model
+// bounded, saying where they were cut.
+func TestToolOutputIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	for i := range maxListed + 5 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := New(Options{})
+	task := &engine.Task{WorkDir: dir, Exec: sandboxExec(t, dir)}
+	bash, _ := b.workspaceTool("bash")
+	out, err := bash.run(context.Background(), task, &Conversation{}, Block{}, map[string]any{"command": "head -c 300000 /dev/zero | tr '\\0' a; head -c 300000 /dev/zero | tr '\\0' b >&2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) > 2*maxToolOutput+200 || !strings.Contains(out, "output cut at 65536 bytes") {
+		t.Errorf("bash printed %d bytes, want at most two streams of %d and the note", len(out), maxToolOutput)
+	}
+	ls, _ := b.workspaceTool("list_files")
+	out, err = ls.run(context.Background(), task, &Conversation{}, Block{}, map[string]any{"path": "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "\n"); n != maxListed || !strings.HasSuffix(out, "… and 5 more (list a subdirectory, or use bash: ls | head)") {
+		t.Errorf("list_files gave %d lines ending %q, want %d and the rest counted", n, out[len(out)-60:], maxListed)
+	}
 }

@@ -171,7 +171,6 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 	wg.Go(func() { rl.Run(ctx) })
 	// Answers written on PRs while this server was down.
 	wg.Go(func() { reconcile(ctx, h, log) })
-	wg.Go(func() { sweepWorkspaces(ctx, o, cfg.keepWorkspaces, log) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
 	return stopped, nil
@@ -261,6 +260,20 @@ func removeWorkspace(o *owner, run *engine.Run, log *slog.Logger) {
 	}
 }
 
+// removeEndedWorkspace deletes the workspace of a run of the API (or of
+// iterion run, continued here) that just ended for good. A GitHub run's
+// is deleted by the relay once its end is shown on the PR.
+func removeEndedWorkspace(o *owner, runID string, log *slog.Logger) {
+	if o == nil {
+		return
+	}
+	run, err := o.db.Run(context.Background(), runID)
+	if err != nil || run.Trigger.Source == "github" || filepath.Dir(run.WorkDir) != workspacesDir(o) {
+		return // a run of iterion run keeps the directory it worked in
+	}
+	removeWorkspace(o, run, log)
+}
+
 // sweepWorkspaces deletes, at start and then hourly, the checkouts of
 // GitHub runs that stopped resumably (cancelled, failed_resumable) and
 // have not changed for keep: they are unlikely to be resumed, and each
@@ -294,6 +307,9 @@ func sweepOnce(ctx context.Context, o *owner, keep time.Duration, now time.Time,
 		dir := workDirOf(o, r)
 		if _, err := os.Stat(dir); err != nil {
 			continue
+		}
+		if r.Trigger.Source != "github" && filepath.Dir(r.WorkDir) != workspacesDir(o) {
+			continue // a run of iterion run works in its developer's directory
 		}
 		log.Info("removing the workspace of a run stopped long ago", "run", r.ID, "status", r.Status, "updated", r.UpdatedAt)
 		for _, p := range []string{dir, dir + ".bot", dir + ".home"} {

@@ -117,13 +117,20 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	opts.Redactor = redact
 	ghCfg.redact = redact
 	var relay atomic.Pointer[ghbot.Relay]
+	// The API may be called, and runs may end, before becomeOwnerWith returns.
+	var ready atomic.Pointer[owner]
+	relayHook := func(engine.Event) {}
 	if withGitHub {
-		opts.OnEvent = relayOnEvent(&relay)
+		relayHook = relayOnEvent(&relay)
+	}
+	opts.OnEvent = func(ev engine.Event) {
+		relayHook(ev)
+		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
+			removeEndedWorkspace(ready.Load(), ev.RunID, log)
+		}
 	}
 	// Runs outlive the requests that start them, but not the server.
 	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
-	// The API may be called before becomeOwnerWith returns.
-	var ready atomic.Pointer[owner]
 	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
 		o := ready.Load()
 		if o == nil {
@@ -149,6 +156,11 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	afterAnswer.Store(&resume)
 	ready.Store(o)
 	recoverInterrupted(o, runs, log)
+	// Workspaces of runs stopped long ago go, GitHub's and the API's alike;
+	// waited for before the store closes.
+	var sweeping sync.WaitGroup
+	defer sweeping.Wait()
+	sweeping.Go(func() { sweepWorkspaces(ctx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), log) })
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })

@@ -92,9 +92,17 @@ func TestServe(t *testing.T) {
 			t.Fatalf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
 		}
 	}
-	// It worked in a directory of its own, not in the server's.
-	if _, run := call("GET", "/api/runs/api-1", "tok", ""); run["work_dir"] != filepath.Join(dir, "st", "workspaces", "api-1") {
+	// It worked in a directory of its own, not in the server's, removed
+	// once the run is over (just after its end is stored).
+	ws := filepath.Join(dir, "st", "workspaces", "api-1")
+	if _, run := call("GET", "/api/runs/api-1", "tok", ""); run["work_dir"] != ws {
 		t.Errorf("run api-1 worked in %v, want its own directory under the store's workspaces/", run["work_dir"])
+	}
+	for _, err := os.Stat(ws); err == nil; _, err = os.Stat(ws) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workspace of finished run api-1 is still there")
+		}
+		<-tick.C
 	}
 	// Other commands reach the server on its socket, with its token.
 	if code, out, errOut := runCLI(t, "runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
