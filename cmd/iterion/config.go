@@ -233,6 +233,12 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 		}
 		return ""
 	},
+	"sandbox.docker_images": func(at string, v reflect.Value) string {
+		if img := v.String(); img == "" || strings.HasPrefix(img, "-") || strings.ContainsAny(img, " \t\n") {
+			return at + ": write an image reference, like golang:1.26 or ghcr.io/acme/ci@sha256:…"
+		}
+		return ""
+	},
 	"sandbox.network": func(at string, v reflect.Value) string {
 		if s := v.String(); s != "none" && s != "open" {
 			return at + ": use none (the default: no network at all) or open (the server's network, loopback included)"

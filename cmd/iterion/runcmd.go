@@ -97,11 +97,12 @@ func engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxes, parall
 // cliEngineOptions are engineOptions for a command run by a person on
 // their own workflows (run, resume, runs recover): the sandbox is the one of
 // --sandbox, else ITERION_SANDBOX, else bwrap, and a workflow may ask for
-// the host. Problems with the sandbox are said on stderr. done releases
-// the sandbox once the command has finished with the engine.
+// the host, the network and any docker image. Problems with the sandbox are
+// said on stderr. done releases the sandbox once the command has finished
+// with the engine.
 func cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (opts engine.Options, done func(), err error) {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sb, err := newSandboxes(sandboxSettings{AllowHost: true}, sandboxFlag, dir, log)
+	sb, err := newSandboxes(sandboxSettings{}, sandboxFlag, dir, true, log)
 	if err != nil {
 		return engine.Options{}, nil, usageError{err}
 	}

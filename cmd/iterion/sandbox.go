@@ -26,8 +26,13 @@ type sandboxSettings struct {
 	// none (the default: not even the server's loopback) or open (the
 	// server's network, loopback included).
 	Network string `yaml:"network"`
+	// AllowNetwork lets workflows ask for network: open. Off by default
+	// under serve: open is the server's network, loopback included.
+	AllowNetwork bool `yaml:"allow_network"`
 	// DockerImage is the docker driver's image when a workflow names none.
 	DockerImage string `yaml:"docker_image"`
+	// DockerImages are the other images workflows may name.
+	DockerImages []string `yaml:"docker_images"`
 	// MaxParallelBranches bounds the branches of a fan-out running at once
 	// when the workflow's budget does not; 0 means four per core.
 	MaxParallelBranches int `yaml:"max_parallel_branches"`
@@ -59,11 +64,16 @@ type sandboxLimits struct {
 var sandboxDrivers = map[string]bool{"bwrap": true, "docker": true, "host": true}
 
 // newSandboxes builds the sandboxes of a process that executes runs over
-// the store in storeDir: flag (iterion run --sandbox), else
+// the store in storeDir (cli: a command a person runs, not the server): flag (iterion run --sandbox), else
 // ITERION_SANDBOX, else the settings, else bwrap. It logs the choice, and
 // loudly when it is the host or the driver cannot run here: runs are then
 // refused, each with the fix, while the server goes on serving.
-func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*nodesandbox.Sandboxes, error) {
+func newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.Logger) (*nodesandbox.Sandboxes, error) {
+	if cli {
+		// A person running their own workflow (iterion run): it may ask for
+		// the host, the network and any image.
+		s.AllowHost, s.AllowNetwork = true, true
+	}
 	driver := cmp.Or(flag, os.Getenv("ITERION_SANDBOX"), s.Driver, "bwrap")
 	if !sandboxDrivers[driver] {
 		return nil, fmt.Errorf("unknown sandbox %q (from --sandbox, ITERION_SANDBOX or sandbox.driver): use bwrap (the default), docker or host", driver)
@@ -84,7 +94,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, log *slog.Logger) (*
 		return nil, err
 	}
 	sb, err := nodesandbox.New(nodesandbox.Options{
-		Mounts: mounts, OpenNetwork: s.Network == "open", Workspaces: workspaces,
+		Mounts: mounts, OpenNetwork: s.Network == "open", AllowNetwork: s.AllowNetwork, DockerImages: s.DockerImages, AnyDockerImage: cli, Workspaces: workspaces,
 		Driver: driver, AllowHost: s.AllowHost, DockerImage: s.DockerImage, Hide: hide,
 		HomeFor: func(ws string) string { return homeOf(workspaces, ws) },
 		Limits:  sandbox.Limits{Memory: s.Limits.MemoryMB << 20, Processes: s.Limits.Processes, OpenFiles: s.Limits.OpenFiles, CPUTime: s.Limits.CPUTime},

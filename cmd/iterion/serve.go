@@ -103,7 +103,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if cfg.file != "" {
 		log.Debug("config file read", "file", cfg.file)
 	}
-	sb, err := newSandboxes(cfg.Sandbox, "", dir, log)
+	sb, err := newSandboxes(cfg.Sandbox, "", dir, false, log)
 	if err != nil {
 		return err
 	}

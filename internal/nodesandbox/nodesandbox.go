@@ -31,6 +31,17 @@ type Options struct {
 	// OpenNetwork gives processes the server's network when their node's
 	// sandbox: declares no network. false means none, the default.
 	OpenNetwork bool
+	// AllowNetwork lets a workflow's sandbox: ask for network: open. false
+	// refuses such runs before they start, unless OpenNetwork is set: open
+	// is the server's network, loopback and metadata addresses included.
+	AllowNetwork bool
+	// DockerImages are the images a workflow's sandbox: may name, besides
+	// DockerImage. Empty means DockerImage alone: a workflow cannot make the
+	// server pull, with its credentials, an image the operator did not name.
+	DockerImages []string
+	// AnyDockerImage lets a workflow name any image (iterion run: the
+	// person running it wrote or chose the workflow).
+	AnyDockerImage bool
 	// AllowHost lets a workflow or node choose sandbox: none (or host) and
 	// run on the host. false refuses such runs before they start, unless
 	// Driver is host itself.
@@ -59,8 +70,6 @@ type Options struct {
 	// Workspaces is the directory of the server's per-run workspaces
 	// (inside the store, which Hide names).
 	Workspaces string
-	// Drivers, when set, replaces the drivers by name (tests).
-	Drivers map[string]sandbox.Driver
 }
 
 // DefaultLimits are the limits of a process when the operator sets none:
@@ -120,16 +129,13 @@ func New(opts Options) (*Sandboxes, error) {
 	if l.FileSize == 0 {
 		l.FileSize = def.FileSize
 	}
-	s := &Sandboxes{opts: opts, drivers: opts.Drivers, images: map[string]sandbox.Driver{}}
-	if s.drivers == nil {
-		s.drivers = map[string]sandbox.Driver{}
-		for _, name := range []string{"bwrap", "docker", "host"} {
-			d, err := sandbox.New(name, sandbox.Options{DockerImage: opts.DockerImage})
-			if err != nil {
-				return nil, err
-			}
-			s.drivers[name] = d
+	s := &Sandboxes{opts: opts, drivers: map[string]sandbox.Driver{}, images: map[string]sandbox.Driver{}}
+	for _, name := range []string{"bwrap", "docker", "host"} {
+		d, err := sandbox.New(name, sandbox.Options{DockerImage: opts.DockerImage})
+		if err != nil {
+			return nil, err
 		}
+		s.drivers[name] = d
 	}
 	if _, ok := s.drivers[opts.Driver]; !ok {
 		return nil, fmt.Errorf("unknown sandbox %q: use bwrap (the default), docker or host", opts.Driver)
@@ -256,16 +262,24 @@ func (s *Sandboxes) driverFor(w *dsl.Workflow, n *dsl.Node) (sandbox.Driver, err
 		return nil, &engine.UnavailableError{Driver: "host", Err: fmt.Errorf(
 			"the workflow asks for sandbox: %s (its processes would run on the host), which this server does not allow: remove it, or let the operator set sandbox.allow_host: true", declName(decl))}
 	}
+	if decl != nil && decl.Network == dsl.SandboxNetworkOpen && !s.opts.AllowNetwork && !s.opts.OpenNetwork {
+		return nil, &engine.UnavailableError{Driver: name, Err: errors.New(
+			"the workflow asks for network: open (the server's network, loopback and cloud metadata included), which this server does not allow: remove it, or let the operator set sandbox.allow_network: true")}
+	}
 	d := s.drivers[name]
 	if name == "docker" {
 		image := s.opts.DockerImage
 		if decl != nil && decl.Image != "" {
 			image = decl.Image
 		}
+		if image != s.opts.DockerImage && !s.opts.AnyDockerImage && !slices.Contains(s.opts.DockerImages, image) {
+			return nil, &engine.UnavailableError{Driver: "docker", Err: fmt.Errorf(
+				"the workflow names the image %q, which this server does not run: use the server's image (sandbox.docker_image), or let the operator add it to sandbox.docker_images", image)}
+		}
 		if image == "" {
 			return nil, &engine.UnavailableError{Driver: "docker", Err: errors.New("no image: name one in the workflow (sandbox: image: …) or set sandbox.docker_image in the server's config")}
 		}
-		if s.opts.Drivers == nil && image != s.opts.DockerImage {
+		if image != s.opts.DockerImage {
 			d = s.dockerFor(image)
 		}
 	}

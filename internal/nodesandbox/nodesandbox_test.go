@@ -55,6 +55,8 @@ func TestDriverChoice(t *testing.T) {
 		{name: "host refused", sb: strict, decl: "  sandbox: none\n", wantErr: "which this server does not allow: remove it, or let the operator set sandbox.allow_host: true"},
 		{name: "host allowed", sb: lenient, decl: "  sandbox: none\n", wantUID: strconv.Itoa(os.Getuid())},
 		{name: "docker without image", sb: strict, decl: "  sandbox: docker\n", wantErr: "no image: name one in the workflow"},
+		{name: "docker image not listed", sb: strict, decl: "  sandbox:\n    image: \"golang:1.26\"\n", wantErr: `names the image "golang:1.26", which this server does not run`},
+		{name: "network not allowed", sb: strict, decl: "  sandbox:\n    mode: auto\n    network: open\n", wantErr: "which this server does not allow: remove it, or let the operator set sandbox.allow_network: true"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestNetworkPolicy(t *testing.T) {
 		}
 	}()
 	probe := "(exec 3<>/dev/tcp/127.0.0.1/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + ") 2>/dev/null && echo reached || echo cut"
-	closed := nodesandboxtest.New(t, nodesandbox.Options{})
+	closed := nodesandboxtest.New(t, nodesandbox.Options{AllowNetwork: true})
 	open := nodesandboxtest.New(t, nodesandbox.Options{OpenNetwork: true})
 	tests := []struct {
 		name string
@@ -106,7 +108,7 @@ func TestNetworkPolicy(t *testing.T) {
 		want string
 	}{
 		{"default", closed, "", "cut"},
-		{"node opens", closed, "  sandbox:\n    mode: auto\n    network: open\n", "reached"},
+		{"node opens where allowed", closed, "  sandbox:\n    mode: auto\n    network: open\n", "reached"},
 		{"server opens", open, "", "reached"},
 		{"node closes what the server opens", open, "  sandbox:\n    mode: auto\n    network: none\n", "cut"},
 	}
