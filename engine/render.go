@@ -194,11 +194,18 @@ func renderCommand(t *dsl.Template, s *scope) (string, []string, error) {
 			}
 		}
 		name := fmt.Sprintf("ITERION_REF_%d", hole)
+		if len(name)+1+len(v) >= maxEnvEntry {
+			return "", nil, failf(CodeToolFailedPermanent, "command: the value of %s is %d bytes, more than a command's environment variable can hold (128 KiB): write it to a file in an earlier node and read the file here", ref, len(v))
+		}
 		env = append(env, name+"="+v)
 		b.WriteString(u.Render(name))
 	}
 	return b.String(), env, nil
 }
+
+// maxEnvEntry is the kernel's bound on one NAME=value string given to a
+// program (MAX_ARG_STRLEN, 32 pages of 4 KiB, with its NUL).
+const maxEnvEntry = 128 << 10
 
 // quoteValue shows a refused value in a message: quoted, escaped, and cut
 // to 60 runes, so a hostile value cannot forge lines or flood the log.

@@ -34,6 +34,12 @@ type SandboxWarner interface {
 	SandboxWarning() string
 }
 
+// SandboxHomer is a Sandbox that keeps a HOME for each workspace on the
+// server's disk; the workspace quota counts it with the workspace.
+type SandboxHomer interface {
+	HomeOf(workdir string) string
+}
+
 // Network is a process's network policy.
 type Network int
 
@@ -160,8 +166,17 @@ func (rs *runState) checkQuota(n *dsl.Node) error {
 	if err != nil {
 		return failf(CodeExecutionFailed, "measuring the workspace: %v", err)
 	}
+	if h, ok := rs.e.sandbox.(SandboxHomer); ok && size <= rs.e.quota {
+		if home := h.HomeOf(rs.workdir); home != "" {
+			more, err := dirSize(home, rs.e.quota-size)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return failf(CodeExecutionFailed, "measuring the workspace's home: %v", err)
+			}
+			size += more
+		}
+	}
 	if size > rs.e.quota {
-		return failf(CodeSandboxLimit, "the workspace holds more than its quota of %s after node %s: remove what the run does not need (build outputs, caches), or raise the server's workspace quota", byteSize(rs.e.quota), n.ID)
+		return failf(CodeSandboxLimit, "the workspace (with its HOME) holds more than its quota of %s after node %s: remove what the run does not need (build outputs, caches), or raise the server's workspace quota", byteSize(rs.e.quota), n.ID)
 	}
 	return nil
 }

@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
+	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 )
 
 // A workspace past its quota after a node fails the run SANDBOX_LIMIT,
@@ -46,5 +49,36 @@ func TestNoSandboxRefusesTools(t *testing.T) {
 	_, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, WorkDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "no sandbox to run processes in") {
 		t.Fatalf("Start = %v, want a refusal naming the missing sandbox", err)
+	}
+}
+
+// What a run writes to the HOME kept for its workspace counts against the
+// workspace's quota.
+func TestWorkspaceQuotaCountsHome(t *testing.T) {
+	homes := t.TempDir()
+	sb := nodesandboxtest.New(t, nodesandbox.Options{HomeFor: func(ws string) string { return filepath.Join(homes, filepath.Base(ws)) }})
+	w := mustCompile(t, "tool fill:\n  command: \"head -c 300000 /dev/zero > $HOME/cache\"\nworkflow w:\n  entry: fill\n  fill -> done\n")
+	e := engine.New(engine.Options{Store: newStore(t), Sandbox: sb, Poll: time.Hour, WorkspaceQuota: 200_000})
+	run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.FailureCode != engine.CodeSandboxLimit || !strings.Contains(run.Error, "(with its HOME) holds more than its quota") {
+		t.Errorf("run = %s %s %q, want SANDBOX_LIMIT for the quota", run.Status, run.FailureCode, run.Error)
+	}
+}
+
+// A value too large for a process's environment fails the node naming
+// the reference and what to do, instead of a bare "argument list too
+// long" from the kernel.
+func TestToolValueTooLarge(t *testing.T) {
+	w := mustCompile(t, "vars:\n  big: string\ntool t:\n  command: \"printf %s {{vars.big}} | wc -c\"\nworkflow w:\n  entry: t\n  t -> done\n")
+	e := newEngine(t, newStore(t), nil)
+	run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, Vars: map[string]any{"big": strings.Repeat("x", 200<<10)}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run.Error, "the value of {{vars.big}} is 204800 bytes, more than a command's environment variable can hold") {
+		t.Errorf("run = %s %s %q, want the value named with its size", run.Status, run.FailureCode, run.Error)
 	}
 }

@@ -163,15 +163,29 @@ func parseMounts(items, hidden []string) ([]sandbox.Mount, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.mounts: %w", err)
 		}
+		src := realPath(m.Source) // a link to the store is the store
 		for _, h := range hidden {
-			abs, _ := filepath.Abs(h)
-			if within(m.Source, abs) || within(abs, m.Source) {
+			abs := realPath(h)
+			if within(src, abs) || within(abs, src) {
 				return nil, fmt.Errorf("sandbox.mounts: %q would show sandboxes the server's own directory %s (the store or the local API's): mount something else", item, abs)
 			}
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// realPath is path absolute, with the symlinks of the part that exists
+// resolved.
+func realPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
 }
 
 // within reports whether path is dir or lies under it.

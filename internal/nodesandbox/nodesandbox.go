@@ -106,7 +106,23 @@ var (
 	_ engine.Sandbox            = (*Sandboxes)(nil)
 	_ engine.SandboxPreflighter = (*Sandboxes)(nil)
 	_ engine.SandboxWarner      = (*Sandboxes)(nil)
+	_ engine.SandboxHomer       = (*Sandboxes)(nil)
 )
+
+// HomeOf is the HOME kept for the workspace workdir, "" when none is.
+func (s *Sandboxes) HomeOf(workdir string) string {
+	if s.opts.HomeFor == nil {
+		return ""
+	}
+	dir, err := s.workspace(workdir)
+	if err != nil {
+		return ""
+	}
+	if h := s.opts.HomeFor(dir); h != "" && !within(dir, h) {
+		return h
+	}
+	return ""
+}
 
 // New returns the sandboxes of a server. It fails only on a driver name it
 // does not know; an unavailable driver is reported by each run that needs
@@ -374,13 +390,11 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		spec.Stdin = strings.NewReader(string(p.Stdin))
 	}
 	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
-	if s.opts.HomeFor != nil {
-		if h := s.opts.HomeFor(dir); h != "" && !within(dir, h) {
-			if err := os.MkdirAll(h, 0o700); err != nil {
-				return nil, fmt.Errorf("creating the sandbox's home %s: %w", h, err)
-			}
-			spec.Home = h
+	if h := s.HomeOf(dir); h != "" {
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the sandbox's home %s: %w", h, err)
 		}
+		spec.Home = h
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// The node's timeout is the process's wall time, so that the
