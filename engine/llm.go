@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -22,7 +23,7 @@ func (rs *runState) resolveBackend(n *dsl.Node) (string, Backend, error) {
 	}
 	b, ok := rs.e.backends[name]
 	if !ok {
-		avail := sortedKeys(rs.e.backends)
+		avail := slices.Sorted(maps.Keys(rs.e.backends))
 		list := "none"
 		if len(avail) > 0 {
 			list = strings.Join(avail, ", ")

@@ -42,6 +42,11 @@ func Checkout(ctx context.Context, dir, cloneURL, sha, token string) error {
 		{"checkout", "-q", "--detach", "FETCH_HEAD"},
 	}
 	for _, args := range steps {
+		// git runs here, outside the sandbox, on purpose: it holds the
+		// installation token, which no sandboxed process may see, and it
+		// only fetches and checks out: a fresh repository has no hooks, and
+		// a checkout runs no filter the server's own git config does not
+		// name.
 		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 		cmd.Env = env
 		var out bytes.Buffer

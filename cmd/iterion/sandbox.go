@@ -89,7 +89,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.
 	if ep, err := api.LocalEndpoint(storeDir, localOptions()); err == nil {
 		hide = append(hide, ep.Dir)
 	}
-	mounts, err := parseMounts(s.Mounts, hide)
+	mounts, err := parseMounts(s.Mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -154,42 +154,16 @@ func parseMount(item string) (sandbox.Mount, error) {
 	return m, nil
 }
 
-// parseMounts reads sandbox.mounts, refusing any that would show a
-// sandbox the server's own directories.
-func parseMounts(items, hidden []string) ([]sandbox.Mount, error) {
+// parseMounts reads sandbox.mounts; nodesandbox refuses any that would
+// show sandboxes the server's own directories.
+func parseMounts(items []string) ([]sandbox.Mount, error) {
 	var out []sandbox.Mount
 	for _, item := range items {
 		m, err := parseMount(item)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.mounts: %w", err)
 		}
-		src := realPath(m.Source) // a link to the store is the store
-		for _, h := range hidden {
-			abs := realPath(h)
-			if within(src, abs) || within(abs, src) {
-				return nil, fmt.Errorf("sandbox.mounts: %q would show sandboxes the server's own directory %s (the store or the local API's): mount something else", item, abs)
-			}
-		}
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// realPath is path absolute, with the symlinks of the part that exists
-// resolved.
-func realPath(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
-	}
-	return abs
-}
-
-// within reports whether path is dir or lies under it.
-func within(dir, path string) bool {
-	dir, path = filepath.Clean(dir), filepath.Clean(path)
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

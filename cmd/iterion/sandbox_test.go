@@ -48,14 +48,6 @@ workflow w:
 }
 
 func TestParseMounts(t *testing.T) {
-	store := filepath.Join(t.TempDir(), "store")
-	if err := os.Mkdir(store, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), "innocent")
-	if err := os.Symlink(store, link); err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name    string
 		items   []string
@@ -67,14 +59,10 @@ func TestParseMounts(t *testing.T) {
 		{"explicit ro", []string{"/opt/tools:ro"}, []sandbox.Mount{{Source: "/opt/tools"}}, ""},
 		{"relative", []string{"cache"}, nil, "is not an absolute path"},
 		{"too many parts", []string{"/a:/b:/c:rw"}, nil, "write SOURCE, SOURCE:TARGET"},
-		{"the store", []string{"/srv/iterion/store"}, nil, "the server's own directory /srv/iterion/store"},
-		{"above the store", []string{"/srv"}, nil, "the server's own directory"},
-		{"inside the store", []string{"/srv/iterion/store/workspaces:rw"}, nil, "the server's own directory"},
-		{"a link to the store", []string{link + ":/cache"}, nil, "the server's own directory " + store},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseMounts(tc.items, []string{"/srv/iterion/store", store})
+			got, err := parseMounts(tc.items)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

@@ -160,7 +160,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	// waited for before the store closes.
 	var sweeping sync.WaitGroup
 	defer sweeping.Wait()
-	sweeping.Go(func() { sweepWorkspaces(ctx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), log) })
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep() // runs first: serve may return early, on an error
+	sweeping.Go(func() { sweepWorkspaces(sweepCtx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), log) })
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })

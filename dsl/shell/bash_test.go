@@ -83,7 +83,7 @@ var hostile = []string{
 // value is refused), and a legitimate value gives the expected output.
 func TestRenderedCommandsAreInert(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		t.Fatal("these tests run real bash: apt-get install -y bash")
 	}
 	tests := []struct {
 		cmd   string

@@ -1,8 +1,9 @@
 package shell
 
 import (
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -1419,15 +1420,6 @@ func (f *facts) use(m map[string]string, name, ctx string) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func (f *facts) resolve(uses []*Use) {
 	for _, sh := range f.subs {
 		if !f.assocs[sh.array] {
@@ -1447,22 +1439,22 @@ func (f *facts) resolve(uses []*Use) {
 			}
 		}
 	}
-	for _, name := range sortedKeys(f.ints) {
+	for _, name := range slices.Sorted(maps.Keys(f.ints)) {
 		for _, id := range f.tainted[name] {
 			setCheck(uses[id], CheckNumber, "an assignment to integer variable "+name)
 		}
 	}
-	for _, name := range sortedKeys(f.arith) {
+	for _, name := range slices.Sorted(maps.Keys(f.arith)) {
 		for _, id := range f.tainted[name] {
 			setCheck(uses[id], CheckNumber, f.arith[name]+" (through $"+name+")")
 		}
 	}
-	for _, name := range sortedKeys(f.names) {
+	for _, name := range slices.Sorted(maps.Keys(f.names)) {
 		for _, id := range f.tainted[name] {
 			setCheck(uses[id], CheckName, f.names[name]+" (through $"+name+")")
 		}
 	}
-	for _, name := range sortedKeys(f.code) {
+	for _, name := range slices.Sorted(maps.Keys(f.code)) {
 		for _, id := range f.tainted[name] {
 			if u := uses[id]; u.Risk == "" {
 				u.Risk, u.Fix = "stored in $"+name+", which "+f.code[name]+" runs as code", fixScript

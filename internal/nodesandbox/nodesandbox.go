@@ -9,10 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -161,6 +161,14 @@ func New(opts Options) (*Sandboxes, error) {
 		hide[i] = resolve(h)
 	}
 	opts.Hide = hide
+	for _, m := range opts.Mounts {
+		src := resolve(m.Source) // a link to the store is the store
+		for _, h := range hide {
+			if within(src, h) || within(h, src) {
+				return nil, fmt.Errorf("sandbox.mounts: %s would show sandboxes the server's own directory %s (the store or the local API's): mount something else", m.Source, h)
+			}
+		}
+	}
 	if len(opts.Hide) > 0 {
 		empty, err := os.MkdirTemp("", "iterion-hidden-")
 		if err != nil {
@@ -475,12 +483,7 @@ func (s *Sandboxes) env(p *engine.Process) []string {
 		}
 	}
 	if decl := declFor(p.Workflow, p.Node); decl != nil {
-		names := make([]string, 0, len(decl.Env))
-		for k := range decl.Env {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
+		for _, k := range slices.Sorted(maps.Keys(decl.Env)) {
 			env = append(env, k+"="+decl.Env[k])
 		}
 	}

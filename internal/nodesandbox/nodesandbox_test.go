@@ -14,6 +14,7 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
+	"github.com/iterion-bot/iterion/sandbox"
 )
 
 func compile(t *testing.T, src string) *dsl.Workflow {
@@ -231,5 +232,27 @@ func TestHomeForWorkspace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(homes, filepath.Base(ws)+".home", "cache")); err != nil {
 		t.Errorf("the home is not where HomeFor put it: %v", err)
+	}
+}
+
+// A mount that would show the server's own directories is refused, a
+// symlink to them included.
+func TestMountsOfServerDirectories(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "innocent")
+	if err := os.Symlink(store, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{store, filepath.Dir(store), filepath.Join(store, "workspaces"), link} {
+		_, err := nodesandbox.New(nodesandbox.Options{Hide: []string{store}, Mounts: []sandbox.Mount{{Source: src}}})
+		if err == nil || !strings.Contains(err.Error(), "would show sandboxes the server's own directory "+store) {
+			t.Errorf("mount %s: err = %v, want it refused", src, err)
+		}
+	}
+	if _, err := nodesandbox.New(nodesandbox.Options{Hide: []string{store}, Mounts: []sandbox.Mount{{Source: t.TempDir()}}}); err != nil {
+		t.Errorf("an unrelated mount: %v", err)
 	}
 }
