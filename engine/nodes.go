@@ -229,4 +229,3 @@ func (rs *runState) wait(ctx context.Context, n *dsl.Node) (map[string]any, erro
 		}
 	}
 }
-

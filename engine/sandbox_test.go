@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +83,41 @@ func TestToolValueTooLarge(t *testing.T) {
 	}
 	if !strings.Contains(run.Error, "the value of {{vars.big}} is 204800 bytes, more than a command's environment variable can hold") {
 		t.Errorf("run = %s %s %q, want the value named with its size", run.Status, run.FailureCode, run.Error)
+	}
+}
+
+// A fan-out whose budget sets no parallelism runs at most the engine's
+// MaxParallelBranches branches at once: each branch notes how many are
+// running while it runs.
+func TestFanOutParallelismDefault(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("router split:\n  mode: fan_out_all\n\n")
+	for i := range 8 {
+		fmt.Fprintf(&src, "tool b%d:\n  command: \"touch running.%d; ls running.* | wc -l >> counts; sleep 0.2; rm running.%d\"\n\n", i, i, i)
+	}
+	src.WriteString("compute join:\n  await: wait_all\n  expr:\n    ok: \"true\"\n\nworkflow w:\n  entry: split\n")
+	for i := range 8 {
+		fmt.Fprintf(&src, "  split -> b%d\n  b%d -> join\n", i, i)
+	}
+	src.WriteString("  join -> done\n")
+	w := mustCompile(t, src.String())
+	dir := t.TempDir()
+	e := engine.New(engine.Options{Store: newStore(t), Sandbox: testSandbox(t), Poll: time.Hour, MaxParallelBranches: 2})
+	run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, WorkDir: dir})
+	if err != nil || run.Status != engine.StatusFinished {
+		t.Fatalf("run: %v %+v", err, run)
+	}
+	counts, err := os.ReadFile(filepath.Join(dir, "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(counts))
+	if len(lines) != 8 {
+		t.Fatalf("%d branches noted, want 8: %q", len(lines), counts)
+	}
+	for _, l := range lines {
+		if n, _ := strconv.Atoi(l); n < 1 || n > 2 {
+			t.Errorf("a branch saw %s running, want at most 2", l)
+		}
 	}
 }
