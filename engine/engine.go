@@ -409,7 +409,15 @@ func (e *Engine) Preflight(w *dsl.Workflow) error {
 		if name == "" {
 			name = e.defBack
 		}
-		p, ok := e.backends[name].(Preflighter)
+		b, built := e.backends[name]
+		if !built {
+			if !seen[name] {
+				seen[name] = true
+				problems = append(problems, fmt.Sprintf("node %s: backend %q is not available in this build (available: %s)", n.ID, name, backendList(e.backends)))
+			}
+			continue
+		}
+		p, ok := b.(Preflighter)
 		if !ok || seen[name+"|"+n.LLM.Model] {
 			continue
 		}
@@ -435,6 +443,14 @@ func (e *Engine) Preflight(w *dsl.Workflow) error {
 		return fmt.Errorf("the workflow cannot start: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// backendList names the backends of this build, for messages.
+func backendList(backends map[string]Backend) string {
+	if len(backends) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(backends)), ", ")
 }
 
 // withDefaults completes vars with the workflow's defaults.

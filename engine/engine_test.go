@@ -292,13 +292,22 @@ workflow w:
 	}
 }
 
+// A workflow routed to a backend this build lacks is refused before its
+// first node, naming the backend and those there are; nothing runs.
 func TestBackendNotAvailable(t *testing.T) {
-	src := "agent a:\n  backend: claude_code\nworkflow w:\n  entry: a\n  a -> done\n"
+	src := "tool first:\n  command: \"echo ran > ran.txt\"\nagent a:\n  backend: claude_code\nworkflow w:\n  entry: first\n  first -> a\n  a -> done\n"
 	db := newStore(t)
-	run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
-	want := `backend "claude_code" is not available in this build`
-	if run.Status != engine.StatusFailedResumable || !strings.Contains(run.Error, want) {
-		t.Errorf("run = %s %q, want failed_resumable with %q", run.Status, run.Error, want)
+	dir := t.TempDir()
+	_, err := newEngine(t, db, map[string]engine.Backend{"claw": &script{}}).Start(context.Background(), engine.StartRequest{Workflow: mustCompile(t, src), WorkDir: dir})
+	want := `node a: backend "claude_code" is not available in this build (available: claw)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start = %v, want it refused with %q", err, want)
+	}
+	if runs, _ := db.Runs(context.Background(), engine.RunFilter{}); len(runs) != 0 {
+		t.Errorf("%d runs stored, want none", len(runs))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran.txt")); err == nil {
+		t.Error("the first node ran")
 	}
 }
 

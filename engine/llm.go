@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -23,12 +22,9 @@ func (rs *runState) resolveBackend(n *dsl.Node) (string, Backend, error) {
 	}
 	b, ok := rs.e.backends[name]
 	if !ok {
-		avail := slices.Sorted(maps.Keys(rs.e.backends))
-		list := "none"
-		if len(avail) > 0 {
-			list = strings.Join(avail, ", ")
-		}
-		return name, nil, failf(CodeExecutionFailed, "backend %q is not available in this build (available: %s)", name, list)
+		// Preflight refuses such a workflow before it starts; a run resumed
+		// on a build without the backend meets it here.
+		return name, nil, failf(CodeExecutionFailed, "backend %q is not available in this build (available: %s)", name, backendList(rs.e.backends))
 	}
 	return name, b, nil
 }

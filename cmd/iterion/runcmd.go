@@ -27,8 +27,9 @@ import (
 // backends returns the agent backends this build has: claw (models named
 // anthropic/… or openai/…, keys and base URLs from ANTHROPIC_API_KEY,
 // ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL). claude_code and pi
-// are not built yet: their nodes fail with "backend … is not available in
-// this build". Tests replace it with scripted backends.
+// are not built yet: a workflow with their nodes is refused before it
+// starts, "backend … is not available in this build". Tests replace it with
+// scripted backends.
 var backends = func() (map[string]engine.Backend, error) {
 	providers, err := loadProviders(os.Getenv("ITERION_PROVIDERS"))
 	if err != nil {
