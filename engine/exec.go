@@ -155,9 +155,10 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	rs.mu.Unlock()
 	rs.emit(Event{Type: EventNodeStarted, NodeID: n.ID, BranchID: branch, Data: map[string]any{"kind": n.Kind.String(), "iteration": iteration}})
 
-	if n.LLM != nil {
-		// A model node runs long and may post questions, which the store
-		// logs at once: store node_started first so the log reads in order.
+	if n.LLM != nil || n.Kind == dsl.NodeTool {
+		// A model or tool node may run long, and a model node may post
+		// questions, which the store logs at once: node_started is stored
+		// (and shown: the CLI's ▶, the PR's running step) when it starts.
 		if err := rs.commitEvents(ctx); err != nil {
 			return nil, err
 		}

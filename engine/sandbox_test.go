@@ -121,3 +121,44 @@ func TestFanOutParallelismDefault(t *testing.T) {
 		}
 	}
 }
+
+// A tool node's start is stored, and told to OnEvent, while it runs, not
+// when it finishes: a long step shows a sign of life.
+func TestToolNodeStartIsStoredWhenItStarts(t *testing.T) {
+	w := mustCompile(t, "tool wait:\n  command: \"while [ ! -e go ]; do sleep 0.01; done\"\nworkflow w:\n  entry: wait\n  wait -> done\n")
+	db := newStore(t)
+	dir := t.TempDir()
+	started := make(chan engine.Event, 1)
+	e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Poll: time.Hour, OnEvent: func(ev engine.Event) {
+		if ev.Type == engine.EventNodeStarted {
+			started <- ev
+		}
+	}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, RunID: "r-live", WorkDir: dir})
+		done <- err
+	}()
+	var ev engine.Event
+	select {
+	case ev = <-started: // the tool is running: it waits for the file below
+	case err := <-done:
+		t.Fatalf("the run ended (%v) before its tool node's start was told", err)
+	case <-time.After(time.Minute): // a guard, not a wait: the tool never ends by itself
+		_ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+		t.Fatal("no node_started while the tool node runs")
+	}
+	evs, err := db.Events(context.Background(), ev.RunID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != engine.EventNodeStarted || last.NodeID != "wait" {
+		t.Errorf("while the tool runs, the store's last event is %s %s, want node_started wait", last.Type, last.NodeID)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
