@@ -53,7 +53,13 @@ func capDiagnostics(ds Diagnostics) Diagnostics {
 	// Keep the first diagnostics by position, and every fatal one (a limit
 	// that stopped a phase), then say how many were left out.
 	var kept, fatal Diagnostics
-	extra := 0
+	extra, extraErrors := 0, 0
+	drop := func(d *Diagnostic) {
+		extra++
+		if d.Severity == SevError {
+			extraErrors++
+		}
+	}
 	for _, d := range out {
 		switch {
 		case d.fatal:
@@ -61,26 +67,24 @@ func capDiagnostics(ds Diagnostics) Diagnostics {
 		case d.Code == ErrTooManyDiags:
 			// a phase's own summary; counted in the one below
 			extra += d.more
+			if d.Severity == SevError {
+				extraErrors++
+			}
 		case len(kept) < MaxDiagnostics-len(fatal):
 			kept = append(kept, d)
 		default:
-			extra++
+			drop(d)
 		}
 	}
 	for len(kept)+len(fatal) > MaxDiagnostics {
+		drop(kept[len(kept)-1])
 		kept = kept[:len(kept)-1]
-		extra++
 	}
 	kept = append(kept, fatal...)
 	kept.Sort()
 	if extra > 0 {
 		last := kept[len(kept)-1]
-		kept = append(kept, &Diagnostic{
-			Severity: SevError, Code: ErrTooManyDiags, Stage: last.Stage, Subject: last.Subject,
-			Summary: fmt.Sprintf("too many problems: %d more not shown", extra),
-			Detail:  "fix the problems above and validate again",
-			more:    extra,
-		})
+		kept = append(kept, overflow(last.Stage, last.Subject, extra, extraErrors > 0))
 	}
 	return kept
 }
@@ -213,14 +217,7 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 		c.checkRefs()
 		c.checkRawRefs()
 	}
-	ds := c.sink.diags
-	if c.sink.dropped > 0 {
-		ds = append(ds, &Diagnostic{Severity: SevError, Code: ErrTooManyDiags, Stage: StageCompile,
-			Subject: ds[len(ds)-1].Subject, more: c.sink.dropped,
-			Summary: fmt.Sprintf("too many problems: %d more not shown", c.sink.dropped),
-			Detail:  "fix the problems above and validate again"})
-	}
-	return c.w, capDiagnostics(ds)
+	return c.w, capDiagnostics(c.sink.withOverflow())
 }
 
 func (c *compiler) errorf(start, end Pos, code Code, hint, format string, args ...any) *Diagnostic {

@@ -148,8 +148,9 @@ type diagSink struct {
 	stage Stage
 	max   int
 	diags Diagnostics
-	// dropped counts diagnostics past the cap.
-	dropped int
+	// dropped counts diagnostics past the cap, droppedErrors those of them
+	// that are errors.
+	dropped, droppedErrors int
 }
 
 func (s *diagSink) add(sev Severity, code Code, r Range, summary, hint string) *Diagnostic {
@@ -159,6 +160,9 @@ func (s *diagSink) add(sev Severity, code Code, r Range, summary, hint string) *
 	d := &Diagnostic{Severity: sev, Code: code, Stage: s.stage, Summary: summary, Detail: hint, Subject: r}
 	if s.max > 0 && len(s.diags) >= s.max {
 		s.dropped++
+		if sev == SevError {
+			s.droppedErrors++
+		}
 		return d // returned so callers may still set fields; it is not kept
 	}
 	s.diags = append(s.diags, d)
@@ -174,3 +178,28 @@ func (s *diagSink) addFatal(code Code, r Range, summary, hint string) {
 }
 
 func (s *diagSink) full() bool { return s.max > 0 && len(s.diags) >= s.max }
+
+// withOverflow returns the sink's diagnostics, with an E092 summary of
+// those past the cap when there are any.
+func (s *diagSink) withOverflow() Diagnostics {
+	ds := s.diags
+	if s.dropped > 0 {
+		ds = append(ds, overflow(s.stage, ds[len(ds)-1].Subject, s.dropped, s.droppedErrors > 0))
+	}
+	return ds
+}
+
+// overflow is the E092 summary of n diagnostics left out. It is an error
+// only when one of them is: a file with many warnings still validates.
+func overflow(stage Stage, at Range, n int, anyError bool) *Diagnostic {
+	sev := SevWarning
+	if anyError {
+		sev = SevError
+	}
+	return &Diagnostic{
+		Severity: sev, Code: ErrTooManyDiags, Stage: stage, Subject: at,
+		Summary: fmt.Sprintf("too many problems: %d more not shown", n),
+		Detail:  "fix the problems above and validate again",
+		more:    n,
+	}
+}

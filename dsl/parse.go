@@ -71,16 +71,7 @@ func Parse(name string, src []byte) (*File, Diagnostics) {
 // finish sorts a sink's diagnostics, notes any that were dropped, and
 // applies the cap (fatal ones always kept).
 func finish(s *diagSink) Diagnostics {
-	ds := s.diags
-	if s.dropped > 0 {
-		ds = append(ds, &Diagnostic{
-			Severity: SevError, Code: ErrTooManyDiags, Stage: s.stage, Subject: ds[len(ds)-1].Subject,
-			Summary: fmt.Sprintf("too many problems: %d more not shown", s.dropped),
-			Detail:  "fix the problems above and validate again",
-			more:    s.dropped,
-		})
-	}
-	return capDiagnostics(ds)
+	return capDiagnostics(s.withOverflow())
 }
 
 type parser struct {

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,6 +129,50 @@ func TestSandboxEnvValues(t *testing.T) {
 			}
 			if got != tc.wantCode || len(ds) > 1 {
 				t.Errorf("codes = %v, want only %q", ds, tc.wantCode)
+			}
+		})
+	}
+}
+
+// Past the diagnostic cap, a file of warnings alone still validates: the
+// E092 summary of the warnings left out is a warning too; one error among
+// them makes it an error.
+func TestOverflowOfWarningsIsAWarning(t *testing.T) {
+	file := func(withError bool) string {
+		var b strings.Builder
+		for i := range MaxDiagnostics + 10 {
+			fmt.Fprintf(&b, "tool t%d:\n  command: \"true\"\n  sandbox: none\n", i)
+		}
+		if withError {
+			b.WriteString("tool zz:\n  command: \"true\"\n  sandbox: podman\n")
+		}
+		b.WriteString("workflow w:\n  entry: t0\n")
+		for i := range MaxDiagnostics + 9 {
+			fmt.Fprintf(&b, "  t%d -> t%d\n", i, i+1)
+		}
+		if withError {
+			fmt.Fprintf(&b, "  t%d -> zz\n  zz -> done\n", MaxDiagnostics+9)
+		} else {
+			fmt.Fprintf(&b, "  t%d -> done\n", MaxDiagnostics+9)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name      string
+		withError bool
+		wantSev   Severity
+	}{
+		{"warnings only", false, SevWarning},
+		{"an error among them", true, SevError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ds := CompileSource("many.bot", []byte(file(tc.withError)))
+			last := ds[len(ds)-1]
+			if last.Code != ErrTooManyDiags || last.Severity != tc.wantSev {
+				t.Fatalf("last diagnostic = %s %v, want E092 %v", last.Code, last.Severity, tc.wantSev)
+			}
+			if ds.HasErrors() != tc.withError {
+				t.Errorf("HasErrors = %v, want %v", ds.HasErrors(), tc.withError)
 			}
 		})
 	}

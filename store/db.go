@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +101,11 @@ func Open(dir string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("opening store %s: %w", dir, err)
 		}
 		db.unlock = unlock
+		// A store in a project's directory (.iterion) is never committed.
+		if err := writeGitignore(dir); err != nil {
+			unlock()
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
 		bo = badger.DefaultOptions(dir)
 	}
 	bo = bo.WithSyncWrites(opts.syncWrites).WithMetricsEnabled(false)
@@ -294,4 +301,23 @@ func (g *syncGroup) sync(do func() error) error {
 		g.cond.Broadcast()
 	}
 	return g.err
+}
+
+// writeGitignore puts a .gitignore that ignores everything in the store
+// directory, once: a store made in a checkout (iterion run's .iterion) is
+// not added to the repository by a careless git add.
+func writeGitignore(dir string) error {
+	path := filepath.Join(dir, ".gitignore")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("# iterion's store: runs, questions, checkouts. Not for the repository.\n*\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

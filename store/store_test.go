@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -617,5 +618,31 @@ func TestAnswerRefusedOnEndedRun(t *testing.T) {
 	_, err = db.Answer(ctx, engine.AnswerRequest{RunID: "ended", InteractionID: ix.ID, Text: "late"})
 	if !errors.Is(err, engine.ErrRunEnded) {
 		t.Errorf("err = %v, want ErrRunEnded", err)
+	}
+}
+
+// A store directory ignores itself in git, and a .gitignore someone wrote
+// there is kept.
+func TestStoreWritesGitignore(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	b, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	if err != nil || !strings.Contains(string(b), "\n*\n") {
+		t.Fatalf(".gitignore = %q, %v; want it to ignore everything", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); string(b) != "mine\n" {
+		t.Errorf(".gitignore rewritten: %q", b)
 	}
 }
