@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/dsl"
+	"github.com/iterion-bot/iterion/internal/textdist"
 )
 
 // Exit codes.
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &code):
 		return int(code)
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "iterion: %v\nRun 'iterion %s --help' for usage.\n", usage.err, commandName(root, args))
+		fmt.Fprintf(stderr, "iterion: %v\nRun '%s --help' for usage.\n", usage.err, strings.TrimSpace("iterion "+commandName(root, args)))
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "iterion: %v\n", err)
@@ -80,7 +81,49 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newValidateCmd(), newRunCmd(), newResumeCmd(), newRunsCmd(), newFakeModelCmd(), newServeCmd())
+	groupsOnly(root)
 	return root
+}
+
+// nearestCommand is the subcommand of c nearest to typed (a swap or a
+// slip of one or two letters), or "".
+func nearestCommand(c *cobra.Command, typed string) string {
+	best, bestD := "", 3
+	for _, sub := range c.Commands() {
+		if !sub.IsAvailableCommand() {
+			continue
+		}
+		for _, name := range append([]string{sub.Name()}, sub.Aliases...) {
+			if d := textdist.Distance(typed, name); d < bestD {
+				best, bestD = sub.Name(), d
+			}
+		}
+	}
+	return best
+}
+
+// groupsOnly makes every command that only groups others (iterion, iterion
+// runs) refuse an unknown subcommand as a usage error, with cobra's
+// suggestions, instead of printing help and succeeding. Without arguments
+// it prints its help.
+func groupsOnly(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		groupsOnly(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Run != nil || cmd.RunE != nil {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if near := nearestCommand(c, args[0]); near != "" {
+			msg += fmt.Sprintf(": did you mean %q?", near)
+		}
+		return usageError{errors.New(msg)}
+	}
 }
 
 func newVersionCmd() *cobra.Command {

@@ -145,6 +145,10 @@ func TestValidateUsageAndIO(t *testing.T) {
 		{name: "a directory", args: []string{"validate", dirBot}, wantCode: exitError, wantStdout: "not a regular file"},
 		{name: "version extra arg", args: []string{"version", "x"}, wantCode: exitUsage, wantStderr: `unexpected argument "x"`},
 		{name: "version", args: []string{"version"}, wantCode: exitOK, wantStdout: "iterion "},
+		{name: "unknown command", args: []string{"validat", "x.bot"}, wantCode: exitUsage, wantStderr: `unknown command "validat" for "iterion": did you mean "validate"?`},
+		{name: "unknown subcommand", args: []string{"runs", "lsit"}, wantCode: exitUsage, wantStderr: `unknown command "lsit" for "iterion runs": did you mean "list"?` + "\nRun 'iterion runs --help' for usage."},
+		{name: "a group alone is its help", args: []string{"runs"}, wantCode: exitOK, wantStdout: "Available Commands"},
+		{name: "bad status", args: []string{"runs", "list", "--status", "bogus"}, wantCode: exitUsage, wantStderr: `--status "bogus": use one of running, paused_waiting_human, finished`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

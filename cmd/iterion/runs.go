@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -120,6 +121,22 @@ func explain(err error, what string) error {
 	return err
 }
 
+// runStatuses are the values of runs list --status.
+var runStatuses = []engine.Status{engine.StatusRunning, engine.StatusPausedWaitingHuman, engine.StatusFinished,
+	engine.StatusFailed, engine.StatusFailedResumable, engine.StatusCancelled}
+
+// checkStatus refuses a --status that no run can have, naming those that are.
+func checkStatus(s string) error {
+	if s == "" || slices.Contains(runStatuses, engine.Status(s)) {
+		return nil
+	}
+	names := make([]string, len(runStatuses))
+	for i, st := range runStatuses {
+		names[i] = string(st)
+	}
+	return usageError{fmt.Errorf("--status %q: use one of %s", s, strings.Join(names, ", "))}
+}
+
 func newRunsCmd() *cobra.Command {
 	var storeFlag string
 	cmd := &cobra.Command{Use: "runs", Short: "Inspect and act on stored runs"}
@@ -131,6 +148,9 @@ func newRunsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List runs, newest first", Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkStatus(status); err != nil {
+				return err
+			}
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
 				runs, err := a.Runs(cmd.Context(), engine.RunFilter{Status: engine.Status(status), Limit: limit})
 				if err != nil {
