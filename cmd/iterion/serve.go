@@ -182,11 +182,14 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		}
 		defer func() { <-workerDone }()
 		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
+	} else {
+		log.Info("GitHub App off: set ITERION_GITHUB_APP_ID (or github.app_id), the webhook secret and the private key to serve it")
 	}
 	if token := os.Getenv("ITERION_API_TOKEN"); token != "" {
 		// Answers and launches through this token are recorded as its name.
 		name := cmp.Or(strings.TrimSpace(os.Getenv("ITERION_API_TOKEN_NAME")), "api")
 		mux.Handle("/api/", api.RequireToken(token, name, o.apiHandler))
+		log.Info("the REST API is served on "+addr+" for requests with the token, and on the unix socket", "token_name", name)
 	} else {
 		log.Info("the REST API is served on the unix socket only; set ITERION_API_TOKEN to serve it on " + addr)
 	}
