@@ -80,8 +80,6 @@ type Process struct {
 	// Network is the policy asked for; NetworkDefault means none unless the
 	// node's sandbox: declaration opens it.
 	Network Network
-	// Stdin is the process's input; nil means none.
-	Stdin []byte
 	// MaxStdout and MaxStderr bound the output kept; 0 means the sandbox's
 	// defaults.
 	MaxStdout, MaxStderr int

@@ -87,9 +87,9 @@ func TestToolValueTooLarge(t *testing.T) {
 }
 
 // A fan-out whose budget sets no parallelism runs at most the engine's
-// MaxParallelBranches branches at once: each branch notes how many are
-// running while it runs.
-func TestFanOutParallelismDefault(t *testing.T) {
+// MaxParallelBranches branches at once (four per core when unset): each
+// branch notes how many are running while it runs.
+func TestFanOutParallelismFromTheEngine(t *testing.T) {
 	var src strings.Builder
 	src.WriteString("router split:\n  mode: fan_out_all\n\n")
 	for i := range 8 {

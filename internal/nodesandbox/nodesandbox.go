@@ -246,19 +246,6 @@ func (s *Sandboxes) hidden(dir string) []sandbox.Mount {
 // Default is the server's driver.
 func (s *Sandboxes) Default() sandbox.Driver { return s.drivers[s.opts.Driver] }
 
-// Describe says, for the logs and for people, which sandbox runs
-// processes and how it enforces limits, or why it cannot.
-func (s *Sandboxes) Describe() string {
-	d := s.Default()
-	if err := d.Available(); err != nil {
-		return fmt.Sprintf("%s, not available: %v", d.Name(), err)
-	}
-	if !d.Isolated() {
-		return "host: NO isolation (processes run with the server's view of the machine)"
-	}
-	return fmt.Sprintf("%s (limits: %s)", d.Name(), d.Mechanism())
-}
-
 // SandboxWarning says, for each run's status, that the server's driver
 // is the host, with no isolation; "" otherwise.
 func (s *Sandboxes) SandboxWarning() string {
@@ -393,9 +380,6 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		Env:     s.env(p),
 		Network: s.network(p),
 		Limits:  s.opts.Limits,
-	}
-	if len(p.Stdin) > 0 {
-		spec.Stdin = strings.NewReader(string(p.Stdin))
 	}
 	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
 	if h := s.HomeOf(dir); h != "" {
