@@ -68,6 +68,23 @@ type pauseState struct {
 	// Conversation and PendingToolUseID resume an LLM node's ask_user.
 	Conversation     []byte `json:"conversation,omitempty"`
 	PendingToolUseID string `json:"pending_tool_use_id,omitempty"`
+	// Deadline, when set, is when a paused await fails if its questions
+	// are still unanswered: the asking node's timeout, or a parked gate's.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Gate marks an await_answers node parked durably (ParkGates): it
+	// waits for the pending questions of From ("" means every node), not
+	// for those of its own node.
+	Gate bool   `json:"gate,omitempty"`
+	From string `json:"from,omitempty"`
+}
+
+// scope is the node whose pending questions an await pause waits for,
+// "" for every node.
+func (p *pauseState) scope() string {
+	if p.Gate {
+		return p.From
+	}
+	return p.Node
 }
 
 func newCheckpoint(w *dsl.Workflow) *checkpoint {

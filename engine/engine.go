@@ -60,6 +60,16 @@ type Options struct {
 	// questions, node outputs and so artifacts), from the events OnEvent
 	// gets and from Logger's records. nil means nothing is scrubbed.
 	Redactor *Redactor
+	// Workflow loads the workflow of a stored run, for the resumes the
+	// engine starts by itself (an answer that releases a run, recovery, a
+	// form answered through any channel). nil means compiling run.File.
+	Workflow func(ctx context.Context, run *Run) (*dsl.Workflow, error)
+	// ParkGates makes an await_answers gate that must wait pause the run
+	// durably (paused_waiting_human, with its stored deadline) instead of
+	// waiting in this process: for a command that ends rather than waits.
+	// Answering the last question resumes it, in whichever process owns
+	// the store then. Gates inside fan-out branches still wait in process.
+	ParkGates bool
 	// Failpoint, when set, is called at named points of execution (see
 	// the Failpoint constants); crash tests make it kill the process there.
 	Failpoint func(name string)
@@ -95,8 +105,16 @@ type Engine struct {
 	parallel int
 	quota    int64
 
+	// loadWorkflow loads a stored run's workflow for the resumes the
+	// engine starts by itself; nil means compiling the run's file.
+	loadWorkflow func(context.Context, *Run) (*dsl.Workflow, error)
+	parkGates    bool
+
 	mu      sync.Mutex
 	running map[string]*execution
+	group   runGroup
+	answers runLocks
+	timers  timers
 }
 
 // New returns an Engine.
@@ -106,6 +124,7 @@ func New(opts Options) *Engine {
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
 		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
+		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates,
 	}
 	if e.parallel <= 0 {
 		e.parallel = 4 * runtime.NumCPU()
@@ -148,62 +167,20 @@ type StartRequest struct {
 	Workflow *dsl.Workflow
 	// RunID is the id to use; "" generates one.
 	RunID string
-	// Vars are the run's variables, already resolved (see ResolveVars).
-	Vars     map[string]any
+	// Vars are the run's variables: text (from a command line or a
+	// comment) is converted to the declared type, typed values (JSON
+	// numbers and booleans) are checked against it; vars not given take
+	// their defaults.
+	Vars map[string]any
+	// Preset, when set, names the workflow preset whose values apply
+	// before Vars.
+	Preset   string
 	Trigger  Trigger
 	Channels []string
 	// WorkDir is where tool nodes run and agents work. "" means the
 	// current directory. It is recorded on the run, for its resumes.
 	WorkDir string
 	File    string
-}
-
-// Start creates a run and executes it until it finishes, fails, pauses or
-// ctx is cancelled. It returns the run as it stopped; an error only when
-// the run could not be created or its state not stored.
-func (e *Engine) Start(ctx context.Context, req StartRequest) (*Run, error) {
-	w := req.Workflow
-	id := req.RunID
-	if id == "" {
-		id = NewRunID(e.now())
-	} else if !ValidRunID(id) {
-		return nil, fmt.Errorf("invalid run id %q: use 1 to 64 of a-z, 0-9 and -", id)
-	}
-	if err := e.Preflight(w); err != nil {
-		return nil, err
-	}
-	// Vars not given take their defaults; a var without one must be given.
-	vars, err := withDefaults(w, req.Vars)
-	if err != nil {
-		return nil, err
-	}
-	req.Vars = vars
-	if req.WorkDir == "" {
-		if req.WorkDir, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("finding the work directory: %w", err)
-		}
-	}
-	now := e.now()
-	run := &Run{
-		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning, WorkDir: req.WorkDir,
-		Vars: req.Vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
-	}
-	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": req.Vars}}
-	if sw, ok := e.sandbox.(SandboxWarner); ok {
-		if warning := sw.SandboxWarning(); warning != "" {
-			started.Data["sandbox_warning"] = warning
-		}
-	}
-	ctx, done, err := e.register(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	if err := e.store.CreateRun(context.WithoutCancel(ctx), run, []Event{started}); err != nil {
-		return nil, fmt.Errorf("creating run %s: %w", id, err)
-	}
-	ck := newCheckpoint(w)
-	return e.drive(ctx, w, run, ck, req.WorkDir)
 }
 
 // execution is a run executing in this process. mu serializes a Stop's
@@ -213,6 +190,8 @@ type execution struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	exited bool
+	// gone is closed once the run is no longer registered.
+	gone chan struct{}
 }
 
 // register marks a run as executing in this process from now on, so
@@ -223,10 +202,10 @@ func (e *Engine) register(ctx context.Context, runID string) (context.Context, f
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, executing := e.running[runID]; executing {
-		return nil, nil, fmt.Errorf("run %s is executing in this process", runID)
+		return nil, nil, fmt.Errorf("run %s: %w", runID, errExecuting)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	x := &execution{cancel: cancel}
+	x := &execution{cancel: cancel, gone: make(chan struct{})}
 	e.running[runID] = x
 	return ctx, func() {
 		cancel()
@@ -239,7 +218,26 @@ func (e *Engine) register(ctx context.Context, runID string) (context.Context, f
 		e.mu.Lock()
 		delete(e.running, runID)
 		e.mu.Unlock()
+		close(x.gone)
 	}, nil
+}
+
+// waitIdle waits until run runID is not executing in this process. Called
+// for a run the store has paused, it waits for its executor's exit.
+func (e *Engine) waitIdle(ctx context.Context, runID string) error {
+	for {
+		e.mu.Lock()
+		x, ok := e.running[runID]
+		e.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		select {
+		case <-x.gone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Cancel asks a run executing in this process to stop, and returns at
@@ -340,12 +338,18 @@ func cancelChange(run *Run, reason string) Change {
 	return c
 }
 
-// ResolveVars turns the vars given on a command line (text) into typed
-// values, applies the preset and the defaults, and reports vars that are
-// missing, unknown or of the wrong type, each with what to do.
-func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[string]any, error) {
+// ResolveVars applies the preset and the defaults to the vars given and
+// converts them to their declared types: text is parsed (a command line's
+// or a comment's "count=3"), typed values (a REST launch's JSON numbers
+// and booleans) are checked. Vars missing, unknown or of the wrong type
+// are reported together, as a *VarsError; an unknown preset as a
+// *PresetError.
+func ResolveVars(w *dsl.Workflow, given map[string]any, preset string) (map[string]any, error) {
+	return resolveVars(w, given, preset)
+}
+
+func resolveVars(w *dsl.Workflow, given map[string]any, preset string) (map[string]any, error) {
 	out := map[string]any{}
-	var problems []string
 	for _, v := range w.Vars {
 		if v.HasDefault {
 			out[v.Name] = v.Default
@@ -353,42 +357,111 @@ func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[s
 	}
 	if preset != "" {
 		var p *dsl.Preset
+		var names []string
 		for _, candidate := range w.Presets {
+			names = append(names, candidate.Name)
 			if candidate.Name == preset {
 				p = candidate
 			}
 		}
 		if p == nil {
-			var names []string
-			for _, candidate := range w.Presets {
-				names = append(names, candidate.Name)
-			}
-			return nil, fmt.Errorf("unknown preset %q (the workflow declares: %s)", preset, strings.Join(names, ", "))
+			return nil, &PresetError{Preset: preset, Declared: names}
 		}
 		maps.Copy(out, p.Values)
+	}
+	verr := &VarsError{}
+	for _, v := range w.Vars {
+		verr.Declared = append(verr.Declared, v.Name+" ("+v.Type.String()+")")
 	}
 	for _, name := range slices.Sorted(maps.Keys(given)) {
 		v := w.Var(name)
 		if v == nil {
-			problems = append(problems, fmt.Sprintf("unknown var %q: the workflow does not declare it", name))
+			verr.Problems = append(verr.Problems, VarProblem{Name: name, Kind: ProblemUnknown})
 			continue
 		}
-		val, err := coerce(given[name], dsl.Field{Name: v.Name, Type: v.Type, Enum: v.Enum})
+		val, err := coerceValue(given[name], dsl.Field{Name: v.Name, Type: v.Type, Enum: v.Enum})
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("var %s: %v", name, err))
+			verr.Problems = append(verr.Problems, VarProblem{Name: name, Kind: ProblemInvalid, Type: v.Type.String(), Detail: err.Error()})
 			continue
 		}
 		out[name] = val
 	}
 	for _, v := range w.Vars {
 		if _, ok := out[v.Name]; !ok {
-			problems = append(problems, fmt.Sprintf("missing var %q (%s): pass --var %s=…", v.Name, v.Type, v.Name))
+			verr.Problems = append(verr.Problems, VarProblem{Name: v.Name, Kind: ProblemMissing, Type: v.Type.String()})
 		}
 	}
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "; "))
+	if len(verr.Problems) > 0 {
+		return nil, verr
 	}
 	return out, nil
+}
+
+// coerceValue converts a var's or an answer's value to a field's type:
+// text is parsed, a typed value is checked (a JSON number is a whole
+// number when the field wants one).
+func coerceValue(v any, f dsl.Field) (any, error) {
+	switch v := v.(type) {
+	case string:
+		return coerce(v, f)
+	case nil:
+		return nil, errors.New("a value is required (null given)")
+	}
+	want := f.Type.String()
+	if f.Type.List {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("%s given, %s wanted", jsonKind(v), want)
+		}
+		return list, nil
+	}
+	switch f.Type.Kind {
+	case dsl.TypeBool:
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+	case dsl.TypeInt:
+		switch n := v.(type) {
+		case float64:
+			if n == float64(int64(n)) {
+				return int64(n), nil
+			}
+			return nil, fmt.Errorf("%v is not a whole number", n)
+		case int64:
+			return n, nil
+		case int:
+			return int64(n), nil
+		}
+	case dsl.TypeFloat:
+		switch n := v.(type) {
+		case float64:
+			return n, nil
+		case int64:
+			return float64(n), nil
+		case int:
+			return float64(n), nil
+		}
+	case dsl.TypeJSON:
+		return v, nil
+	}
+	return nil, fmt.Errorf("%s given, %s wanted", jsonKind(v), want)
+}
+
+// jsonKind names a decoded JSON value's kind, for messages.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case float64, int64, int:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
 }
 
 // Preflight asks the backends of the workflow's model nodes whether they
@@ -396,8 +469,9 @@ func ResolveVars(w *dsl.Workflow, given map[string]string, preset string) (map[s
 // runs. Start calls it; launchers that start runs in the background call
 // it first, to report the problem to whoever asked.
 func (e *Engine) Preflight(w *dsl.Workflow) error {
-	var problems []string
+	var problems []error
 	seen := map[string]bool{}
+	available := slices.Sorted(maps.Keys(e.backends))
 	for _, n := range w.Nodes {
 		if n.LLM == nil {
 			continue
@@ -413,7 +487,7 @@ func (e *Engine) Preflight(w *dsl.Workflow) error {
 		if !built {
 			if !seen[name] {
 				seen[name] = true
-				problems = append(problems, fmt.Sprintf("node %s: backend %q is not available in this build (available: %s)", n.ID, name, backendList(e.backends)))
+				problems = append(problems, &BackendUnavailableError{Node: n.ID, Backend: name, Available: available})
 			}
 			continue
 		}
@@ -423,24 +497,24 @@ func (e *Engine) Preflight(w *dsl.Workflow) error {
 		}
 		seen[name+"|"+n.LLM.Model] = true
 		if err := p.Preflight(n.LLM.Model); err != nil {
-			problems = append(problems, fmt.Sprintf("node %s: %v", n.ID, err))
+			problems = append(problems, &BackendUnavailableError{Node: n.ID, Backend: name, Available: available, Detail: err.Error()})
 		}
 	}
 	if e.sandbox == nil {
 		for _, n := range w.Nodes {
 			if n.Kind == dsl.NodeTool {
-				problems = append(problems, fmt.Sprintf("tool node %s: %v", n.ID, errNoSandbox))
+				problems = append(problems, fmt.Errorf("tool node %s: %w", n.ID, errNoSandbox))
 				break
 			}
 		}
 	}
 	if p, ok := e.sandbox.(SandboxPreflighter); ok {
 		if err := p.PreflightSandbox(w); err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, err)
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("the workflow cannot start: %s", strings.Join(problems, "; "))
+		return &PreflightError{Problems: problems}
 	}
 	return nil
 }
@@ -451,29 +525,6 @@ func backendList(backends map[string]Backend) string {
 		return "none"
 	}
 	return strings.Join(slices.Sorted(maps.Keys(backends)), ", ")
-}
-
-// withDefaults completes vars with the workflow's defaults.
-func withDefaults(w *dsl.Workflow, vars map[string]any) (map[string]any, error) {
-	out := maps.Clone(vars)
-	if out == nil {
-		out = map[string]any{}
-	}
-	var missing []string
-	for _, v := range w.Vars {
-		if _, ok := out[v.Name]; ok {
-			continue
-		}
-		if !v.HasDefault {
-			missing = append(missing, v.Name)
-			continue
-		}
-		out[v.Name] = v.Default
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing vars without defaults: %s", strings.Join(missing, ", "))
-	}
-	return out, nil
 }
 
 // coerce converts a text answer or var value to a field's type.

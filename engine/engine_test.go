@@ -458,18 +458,43 @@ workflow w:
   entry: c
   c -> done
 `)
-	got, err := engine.ResolveVars(w, map[string]string{"name": "x", "mode": "b"}, "fast")
+	got, err := engine.ResolveVars(w, map[string]any{"name": "x", "mode": "b"}, "fast")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]any{"name": "x", "n": int64(1), "mode": "b"}, got); diff != "" {
 		t.Errorf("vars (-want +got):\n%s", diff)
 	}
-	_, err = engine.ResolveVars(w, map[string]string{"mode": "c", "nope": "1"}, "")
+	_, err = engine.ResolveVars(w, map[string]any{"mode": "c", "nope": "1"}, "")
 	for _, want := range []string{`missing var "name"`, `unknown var "nope"`, `"c" is not one of: a, b`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want it to mention %q", err, want)
 		}
+	}
+	var verr *engine.VarsError
+	if !errors.As(err, &verr) {
+		t.Fatalf("err = %T, want *engine.VarsError", err)
+	}
+	want := []engine.VarProblem{
+		{Name: "mode", Kind: engine.ProblemInvalid, Type: "string", Detail: `"c" is not one of: a, b`},
+		{Name: "nope", Kind: engine.ProblemUnknown},
+		{Name: "name", Kind: engine.ProblemMissing, Type: "string"},
+	}
+	if diff := cmp.Diff(want, verr.Problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	// A REST launch sends JSON: numbers and booleans are checked, not parsed.
+	got, err = engine.ResolveVars(w, map[string]any{"name": "x", "n": float64(3)}, "")
+	if err != nil || got["n"] != int64(3) {
+		t.Errorf("n=3.0 (JSON): got %v, %v; want int64 3", got["n"], err)
+	}
+	_, err = engine.ResolveVars(w, map[string]any{"name": "x", "n": 2.5}, "")
+	if err == nil || !strings.Contains(err.Error(), "var n: 2.5 is not a whole number") {
+		t.Errorf("n=2.5: err = %v, want it refused as not a whole number", err)
+	}
+	_, err = engine.ResolveVars(w, map[string]any{"name": true}, "")
+	if err == nil || !strings.Contains(err.Error(), "var name: a boolean given, string wanted") {
+		t.Errorf("name=true: err = %v, want the type it wants named", err)
 	}
 }
 
@@ -522,8 +547,9 @@ func TestAskUserPausesAndResumesTheConversation(t *testing.T) {
 		t.Fatalf("interaction = %+v, %v", ix, err)
 	}
 	_, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID})
-	if err == nil || !strings.Contains(err.Error(), "--answer ask_user_response=") {
-		t.Errorf("resume without the answer: err = %v", err)
+	var bad *engine.InvalidAnswerError
+	if !errors.As(err, &bad) || len(bad.Problems) != 1 || bad.Problems[0].Field != engine.QuestionKey || bad.Problems[0].Kind != engine.ProblemMissing {
+		t.Errorf("resume without the answer: err = %v, want the missing %s named", err, engine.QuestionKey)
 	}
 	run, err = e.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: map[string]string{engine.QuestionKey: "yes"}})
 	if err != nil || run.Status != engine.StatusFinished {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"maps"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,7 @@ func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[st
 	}
 	ix := &Interaction{
 		ID: PauseInteractionID(rs.run.ID, n.ID, iteration), RunID: rs.run.ID, NodeID: n.ID,
-		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(),
+		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(), Fields: FormFields(n),
 	}
 	return rs.pause(ctx, ix, &pauseState{InteractionID: ix.ID, Node: n.ID, Kind: KindBlocking}, map[string]any{})
 }
@@ -59,6 +60,9 @@ func (rs *runState) pause(ctx context.Context, ix *Interaction, p *pauseState, e
 	if err := rs.commit(ctx, c); err != nil {
 		return err
 	}
+	if !p.Deadline.IsZero() {
+		rs.e.arm(rs.run.ID, ix.ID, p.Deadline)
+	}
 	return errPaused
 }
 
@@ -69,6 +73,9 @@ type ResumeRequest struct {
 	// Answers answer a blocking pause: field name → text, coerced to the
 	// paused node's output schema (ask_user_response for an agent's ask_user).
 	Answers map[string]string
+	// Values, when set, are the answers already checked and typed (the
+	// Answer door's); Answers is ignored then.
+	Values map[string]any
 	// Force resumes even when the workflow changed since the run started.
 	Force bool
 	// WorkDir is where the run continues; "" means where it started (the
@@ -126,7 +133,7 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("run %s is %s, no longer %s: %w", run.ID, run.Status, req.Expect, ErrStatusChanged)
 	}
 	if run.WorkflowHash != req.Workflow.Hash && !req.Force {
-		return nil, fmt.Errorf("the workflow file changed since run %s started: resume with --force to run the new version", run.ID)
+		return nil, &WorkflowChangedError{RunID: run.ID, File: run.File}
 	}
 	raw, err := e.store.Checkpoint(sctx, run.ID)
 	if err != nil {
@@ -139,7 +146,11 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
 	if req.InteractionID != "" && (ck.Pause == nil || ck.Pause.InteractionID != req.InteractionID) {
-		return nil, fmt.Errorf("run %s is no longer waiting for %s: %w", run.ID, req.InteractionID, ErrStatusChanged)
+		nw := &NotWaitingError{RunID: run.ID, InteractionID: req.InteractionID, Status: run.Status}
+		if ck.Pause != nil {
+			nw.WaitingFor = ck.Pause.InteractionID
+		}
+		return nil, nw
 	}
 	if run.Status == StatusPausedWaitingHuman && ck.Pause != nil {
 		if err := e.answerPause(sctx, req, run, ck); err != nil {
@@ -184,7 +195,7 @@ func (e *Engine) AwaitReady(ctx context.Context, runID string) (bool, error) {
 	if err != nil || ck.Pause == nil || ck.Pause.Kind != KindAwait {
 		return false, err
 	}
-	pending, err := e.store.Pending(ctx, runID, ck.Pause.Node)
+	pending, err := e.store.Pending(ctx, runID, ck.Pause.scope())
 	return err == nil && len(pending) == 0, err
 }
 
@@ -203,7 +214,7 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 	}
 	answers := map[string]any{}
 	if p.Kind == KindAwait {
-		pending, err := e.store.Pending(ctx, run.ID, p.Node)
+		pending, err := e.store.Pending(ctx, run.ID, p.scope())
 		if err != nil {
 			return err
 		}
@@ -212,25 +223,29 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 			for _, q := range pending {
 				ids = append(ids, q.ID)
 			}
-			return fmt.Errorf("cannot resume run %s: %d async question(s) still unanswered: %s (answer them with iterion runs answer)", run.ID, len(pending), strings.Join(ids, ", "))
+			return &UnansweredError{RunID: run.ID, Pending: ids}
 		}
 		// The resumed tool call carries every answer; the queued copies of
-		// them would reach the agent a second time.
-		if _, err := e.store.DrainInbox(ctx, run.ID, p.Node); err != nil {
-			return fmt.Errorf("resuming run %s: %w", run.ID, err)
+		// them would reach the agent a second time. A parked gate collects
+		// them itself, and leaves the inbox to the agents.
+		if !p.Gate {
+			if _, err := e.store.DrainInbox(ctx, run.ID, p.Node); err != nil {
+				return fmt.Errorf("resuming run %s: %w", run.ID, err)
+			}
 		}
-	} else if n.Kind == dsl.NodeHuman {
-		out, err := coerceAnswers(n, req.Answers)
+	} else {
+		values := req.Values
+		if values == nil {
+			values = map[string]any{}
+			for k, v := range req.Answers {
+				values[k] = v
+			}
+		}
+		out, err := formValues(n, ix, "", values)
 		if err != nil {
 			return fmt.Errorf("resuming run %s: %w", run.ID, err)
 		}
 		answers = out
-	} else {
-		text := strings.TrimSpace(req.Answers[QuestionKey])
-		if text == "" {
-			return fmt.Errorf("resuming run %s: the agent asked %q: answer with --answer %s=…", run.ID, ix.Question(), QuestionKey)
-		}
-		answers[QuestionKey] = text
 	}
 	ix.Answers, ix.AnsweredAt, ix.AnsweredBy, ix.Via = answers, e.now(), req.By, req.Via
 	events := []Event{{Type: EventHumanAnswers, NodeID: p.Node, Time: e.now(), Data: map[string]any{"interaction_id": ix.ID, "answers": answers}}}
@@ -246,6 +261,8 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 		ck.Node, ck.Input = target, input
 		events = append(events, rs.events...)
 		ck.Pause = nil
+	} else if p.Gate {
+		ck.Pause = nil // the gate runs again, finds nothing pending and opens
 	} else {
 		ck.Pause.PendingToolUseID = p.PendingToolUseID
 	}
@@ -260,67 +277,209 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 	return nil
 }
 
-// coerceAnswers converts a human node's text answers to its output schema.
-func coerceAnswers(n *dsl.Node, given map[string]string) (map[string]any, error) {
-	out := map[string]any{}
-	if n.Output == nil {
-		for k, v := range given {
-			out[k] = v
-		}
-		return out, nil
+// Answer is the one door for every kind of question, from every channel.
+// An async question's first answer is stored and delivered to the asking
+// agent at its next turn; when it is the last one a paused await waits
+// for, the engine resumes the run. A blocking question's answer (a human
+// node's form, an agent's ask_user) is checked against the form, stored,
+// and resumes the run. Either way the run resumes once, in the engine's
+// run group, and Answer returns once the answer is stored.
+//
+// Refusals are typed: ErrNotFound; *AlreadyAnsweredError (who answered
+// first, and where); *InvalidAnswerError (field by field); ErrEmptyAnswer;
+// ErrTextAndFields; *NotWaitingError; *AwaitError for the await itself;
+// ErrRunEnded; *WorkflowChangedError.
+func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
+	if req.Text != "" && len(req.Fields) > 0 {
+		return nil, ErrTextAndFields
 	}
-	var problems []string
-	for _, f := range n.Output.Fields {
-		text, ok := given[f.Name]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("missing answer for %q (%s): pass --answer %s=…", f.Name, f.Type, f.Name))
-			continue
+	ix, err := e.store.Interaction(ctx, req.RunID, req.InteractionID)
+	if err != nil {
+		return nil, err
+	}
+	switch ix.Kind {
+	case KindAsync:
+		if len(req.Fields) > 0 {
+			text, ok := req.Fields[QuestionKey].(string)
+			if !ok || len(req.Fields) != 1 {
+				return nil, &InvalidAnswerError{InteractionID: ix.ID, Fields: questionFields(),
+					Problems: []AnswerProblem{{Field: QuestionKey, Kind: ProblemMissing, Type: "string"}}}
+			}
+			req.Text, req.Fields = text, nil
 		}
-		v, err := coerce(text, *f)
+		return e.answerAsync(ctx, req)
+	case KindAwait:
+		pending, err := e.store.Pending(ctx, req.RunID, "")
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("answer for %q: %v", f.Name, err))
+			return nil, err
+		}
+		var ids []string
+		for _, q := range pending {
+			ids = append(ids, q.ID)
+		}
+		return nil, &AwaitError{InteractionID: ix.ID, Pending: ids}
+	}
+	return e.answerBlocking(ctx, req)
+}
+
+// answerAsync stores an async question's answer, wakes the gates that may
+// wait for it and releases a run paused on them.
+func (e *Engine) answerAsync(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
+	res, err := e.store.Answer(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	e.failAt(FailAnswerCommitted)
+	e.bell.ring()
+	e.notify(Event{Type: EventInteractionAnswered, RunID: req.RunID, NodeID: res.Interaction.NodeID, Time: res.Interaction.AnsweredAt,
+		Data: map[string]any{"interaction_id": req.InteractionID, "async": true, "answer": res.Interaction.Answer(), "by": req.By, "via": req.Via}})
+	res.Resumed = e.releaseIfReady(req.RunID)
+	return res, nil
+}
+
+// answerBlocking answers the blocking question a paused run waits on and
+// resumes the run in the run group. Answers to one run are taken one at a
+// time: a second answer to the same question learns who answered first.
+func (e *Engine) answerBlocking(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
+	unlock := e.answers.lock(req.RunID)
+	defer unlock()
+	ix, err := e.store.Interaction(ctx, req.RunID, req.InteractionID)
+	if err != nil {
+		return nil, err
+	}
+	if !ix.Pending() {
+		return nil, &AlreadyAnsweredError{InteractionID: ix.ID, AnsweredBy: ix.AnsweredBy, Via: ix.Via, AnsweredAt: ix.AnsweredAt}
+	}
+	run, err := e.store.Run(ctx, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case run.Status == StatusFinished || run.Status == StatusFailed:
+		return nil, ErrRunEnded
+	case run.Status != StatusPausedWaitingHuman:
+		return nil, &NotWaitingError{RunID: run.ID, InteractionID: ix.ID, Status: run.Status}
+	}
+	// Paused, its executor may still be on its way out.
+	if err := e.waitIdle(ctx, run.ID); err != nil {
+		return nil, err
+	}
+	w, err := e.workflowOf(ctx, run)
+	if err != nil {
+		return nil, fmt.Errorf("loading the workflow of run %s: %w", run.ID, err)
+	}
+	if w.Hash != run.WorkflowHash {
+		return nil, &WorkflowChangedError{RunID: run.ID, File: run.File}
+	}
+	n := w.Node(ix.NodeID)
+	if n == nil {
+		return nil, fmt.Errorf("run %s: the question's node %q is not in the workflow", run.ID, ix.NodeID)
+	}
+	values, err := formValues(n, ix, req.Text, req.Fields)
+	if err != nil {
+		return nil, err
+	}
+	recorded := make(chan struct{})
+	errc := make(chan error, 1)
+	e.group.wg.Go(func() {
+		_, err := e.Resume(context.Background(), ResumeRequest{
+			Workflow: w, RunID: run.ID, InteractionID: ix.ID, Values: values, By: req.By, Via: req.Via,
+			Expect: StatusPausedWaitingHuman, Recorded: func() { close(recorded) },
+		})
+		errc <- err
+	})
+	select {
+	case <-recorded:
+	case err := <-errc:
+		select {
+		case <-recorded: // taken; the run stopped on its own afterwards
+		default:
+			if err == nil {
+				// Resume returned without taking the answers: a stop won.
+				err = &NotWaitingError{RunID: run.ID, InteractionID: ix.ID, Status: StatusCancelled}
+			}
+			return nil, err
+		}
+	}
+	ix.Answers, ix.AnsweredAt, ix.AnsweredBy, ix.Via = values, e.now(), req.By, req.Via
+	return &AnswerResult{Interaction: ix, Resumed: true}, nil
+}
+
+// formValues checks the answers of a blocking question against its form
+// and converts them to the fields' types: a human node's output schema,
+// or the one text of an agent's ask_user. text answers a one-field form.
+func formValues(n *dsl.Node, ix *Interaction, text string, given map[string]any) (map[string]any, error) {
+	if n.Kind != dsl.NodeHuman {
+		if text == "" && len(given) == 1 {
+			text, _ = given[QuestionKey].(string)
+		}
+		if strings.TrimSpace(text) == "" {
+			return nil, &InvalidAnswerError{InteractionID: ix.ID, Fields: questionFields(),
+				Problems: []AnswerProblem{{Field: QuestionKey, Kind: ProblemMissing, Type: "string"}}}
+		}
+		return map[string]any{QuestionKey: strings.TrimSpace(text)}, nil
+	}
+	fields := FormFields(n)
+	if n.Output == nil {
+		if text != "" {
+			return nil, &InvalidAnswerError{InteractionID: ix.ID, Problems: []AnswerProblem{{Field: "answer", Kind: ProblemUnknown}}}
+		}
+		return maps.Clone(given), nil
+	}
+	if text != "" {
+		if len(n.Output.Fields) != 1 {
+			bad := &InvalidAnswerError{InteractionID: ix.ID, Fields: fields}
+			for _, f := range fields {
+				bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemMissing, Type: f.Type})
+			}
+			return nil, bad
+		}
+		given = map[string]any{n.Output.Fields[0].Name: text}
+	}
+	out := map[string]any{}
+	bad := &InvalidAnswerError{InteractionID: ix.ID, Fields: fields}
+	for _, f := range n.Output.Fields {
+		v, ok := given[f.Name]
+		if !ok {
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemMissing, Type: f.Type.String()})
 			continue
 		}
-		out[f.Name] = v
+		val, err := coerceValue(v, *f)
+		if err != nil {
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemInvalid, Type: f.Type.String(), Detail: err.Error()})
+			continue
+		}
+		out[f.Name] = val
 	}
-	for k := range given {
+	for _, k := range slices.Sorted(maps.Keys(given)) {
 		if n.Output.Field(k) == nil {
-			problems = append(problems, fmt.Sprintf("%q is not a field of %s (fields: %s)", k, n.Output.Name, fieldNames(n.Output)))
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: k, Kind: ProblemUnknown})
 		}
 	}
-	if len(problems) > 0 {
-		slices.Sort(problems)
-		return nil, errors.New(strings.Join(problems, "; "))
+	if len(bad.Problems) > 0 {
+		return nil, bad
 	}
 	return out, nil
 }
 
-func fieldNames(s *dsl.Schema) string {
-	var names []string
-	for _, f := range s.Fields {
-		names = append(names, f.Name)
+// FormFields lists the fields a blocking question of node n asks for.
+func FormFields(n *dsl.Node) []FormField {
+	if n.Kind != dsl.NodeHuman {
+		return questionFields()
 	}
-	return strings.Join(names, ", ")
+	if n.Output == nil {
+		return nil
+	}
+	var out []FormField
+	for _, f := range n.Output.Fields {
+		out = append(out, FormField{Name: f.Name, Type: f.Type.String(), Enum: f.Enum})
+	}
+	return out
 }
 
-// Answer answers an async question: the store records it (first answer
-// wins) and queues it for the asking node, and the doorbell wakes every
-// gate that may be waiting for it.
-func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, error) {
-	res, err := e.store.Answer(ctx, req)
-	if err == nil {
-		e.failAt(FailAnswerCommitted)
-	}
-	if err != nil {
-		if errors.Is(err, ErrNotAsync) {
-			return nil, fmt.Errorf("%w: %s is a blocking question; answer it with iterion resume --run-id %s --answer …", err, req.InteractionID, req.RunID)
-		}
-		return nil, err
-	}
-	e.bell.ring()
-	e.notify(Event{Type: EventInteractionAnswered, RunID: req.RunID, NodeID: res.Interaction.NodeID, Time: res.Interaction.AnsweredAt,
-		Data: map[string]any{"interaction_id": req.InteractionID, "async": true, "answer": res.Interaction.Answer()}})
-	return res, nil
+// questionFields is the form of a question answered with one text.
+func questionFields() []FormField {
+	return []FormField{{Name: QuestionKey, Type: "string"}}
 }
 
 // notify hands an event the store wrote by itself (a posted question, an
@@ -349,9 +508,10 @@ func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string
 	}
 	rs.e.failAt(FailGateParked)
 	// The gate is cleared when it opens or times out; a cancelled run keeps
-	// it, so a resume re-arms the same deadline.
+	// it, and so does a parked one, so a resume re-arms the same deadline.
+	parked := false
 	defer func() {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !parked {
 			rs.mu.Lock()
 			delete(rs.ck.Gates, key)
 			rs.mu.Unlock()
@@ -379,6 +539,10 @@ func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string
 			}
 			return nil, failf(CodeTimeout, "await_answers %q timed out after %s with %d unanswered question(s): %s", n.ID, n.Timeout, len(ids), strings.Join(ids, ", "))
 		}
+		if rs.e.parkGates && branch == "" {
+			parked = true
+			return nil, rs.parkGate(ctx, n, pending, deadline)
+		}
 		slot.release()
 		timer := time.NewTimer(wait)
 		select {
@@ -391,6 +555,29 @@ func (rs *runState) awaitAnswers(ctx context.Context, n *dsl.Node, branch string
 		}
 		timer.Stop()
 	}
+}
+
+// parkGate pauses the run on an await_answers gate instead of waiting in
+// this process (Options.ParkGates): an await interaction listing the
+// pending questions, with the gate's deadline stored and armed. Answering
+// the last of them resumes the run at the gate.
+func (rs *runState) parkGate(ctx context.Context, n *dsl.Node, pending []*Interaction, deadline time.Time) error {
+	var lines []string
+	var list []any
+	for _, q := range pending {
+		lines = append(lines, fmt.Sprintf("- [%s] %s", q.ID, q.Question()))
+		list = append(list, map[string]any{"interaction_id": q.ID, "question": q.Question()})
+	}
+	rs.mu.Lock()
+	iteration := rs.ck.Visits[n.ID] - 1
+	rs.mu.Unlock()
+	id := PauseInteractionID(rs.run.ID, n.ID, iteration) + "_await"
+	ix := &Interaction{ID: id, RunID: rs.run.ID, NodeID: n.ID, Kind: KindAwait, RequestedAt: rs.e.now(), Questions: map[string]any{
+		QuestionKey:     "The run waits for the answer(s) to continue:\n" + strings.Join(lines, "\n"),
+		AwaitPendingKey: list,
+	}}
+	p := &pauseState{InteractionID: id, Node: n.ID, Kind: KindAwait, Gate: true, From: n.AwaitAnswers.From, Deadline: deadline}
+	return rs.pause(ctx, ix, p, map[string]any{"await": true, "deadline": deadline})
 }
 
 // collectAnswers returns every answered async question in scope, oldest

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
 )
@@ -232,6 +233,13 @@ func (rs *runState) pauseForAgent(ctx context.Context, n *dsl.Node, iteration in
 		questions[QuestionKey] = "The agent is waiting for your answer(s) to continue:\n" + strings.Join(lines, "\n")
 		questions[AwaitPendingKey] = list
 		extra["await"] = true
+		// Bounded by the node's timeout (ADR-081): the stored deadline
+		// fails the run with the questions still unanswered, whichever
+		// process owns the store then.
+		if at, ok := ctx.Deadline(); ok {
+			p.Deadline = rs.e.now().Add(time.Until(at))
+			extra["deadline"] = p.Deadline
+		}
 	} else {
 		questions[QuestionKey] = need.Question
 		if len(need.Options) > 0 {
@@ -244,6 +252,9 @@ func (rs *runState) pauseForAgent(ctx context.Context, n *dsl.Node, iteration in
 	}
 	p.InteractionID = id
 	ix := &Interaction{ID: id, RunID: rs.run.ID, NodeID: n.ID, Kind: p.Kind, Questions: questions, RequestedAt: rs.e.now()}
+	if p.Kind == KindBlocking {
+		ix.Fields = questionFields()
+	}
 	return rs.pause(ctx, ix, p, extra)
 }
 

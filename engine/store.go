@@ -114,12 +114,17 @@ type PostRequest struct {
 	BranchID string
 }
 
-// AnswerRequest is an answer to an async question from some channel.
+// AnswerRequest is an answer from some channel to any question: an
+// async question or an agent's ask_user take Text; a human node's form
+// takes Fields (field name → text, or a typed JSON value), or Text when
+// it has one field. Giving both is refused.
 type AnswerRequest struct {
 	RunID         string
 	InteractionID string
 	Text          string
-	// By and Via name the responder and the channel (cli, api, github, slack, admin).
+	Fields        map[string]any
+	// By and Via name the responder and the channel (github, slack, page,
+	// cli, api, timer). The channel sets them, never the person answering.
 	By  string
 	Via string
 }
@@ -129,7 +134,7 @@ type AnswerResult struct {
 	Interaction *Interaction
 	// Message is the inbox message queued for the asking node.
 	Message InboxMessage
-	// Resumed is set by the engine when the answer also resumed a run that
-	// was paused on an await interaction.
+	// Resumed is set when the answer released the run (the last question
+	// of an await, a form, an ask_user): the engine resumes it.
 	Resumed bool
 }

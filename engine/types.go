@@ -155,6 +155,18 @@ type Interaction struct {
 	// Posts maps a channel to the external id of the post that carries the
 	// question (a PR comment id, a Slack channel/ts), for reply routing.
 	Posts map[string]string `json:"posts,omitempty"`
+	// Fields, for a blocking question, are what its answer must give: a
+	// human node's form, or the one text of an agent's ask_user.
+	Fields []FormField `json:"fields,omitempty"`
+}
+
+// FormField is one field of a blocking question's answer.
+type FormField struct {
+	Name string `json:"name"`
+	// Type is the DSL type: string, bool, int, float, json, string[] ….
+	Type string `json:"type"`
+	// Enum, when set, lists the accepted values.
+	Enum []string `json:"enum,omitempty"`
 }
 
 // Pending reports whether the interaction still waits for its answer.
