@@ -70,6 +70,10 @@ type Options struct {
 	// Answering the last question resumes it, in whichever process owns
 	// the store then. Gates inside fan-out branches still wait in process.
 	ParkGates bool
+	// WorkDir, when set, gives the workspace of a run that recorded none,
+	// for the resumes the engine starts by itself. nil means the current
+	// directory.
+	WorkDir func(run *Run) (string, error)
 	// Failpoint, when set, is called at named points of execution (see
 	// the Failpoint constants); crash tests make it kill the process there.
 	Failpoint func(name string)
@@ -109,6 +113,7 @@ type Engine struct {
 	// engine starts by itself; nil means compiling the run's file.
 	loadWorkflow func(context.Context, *Run) (*dsl.Workflow, error)
 	parkGates    bool
+	workDir      func(*Run) (string, error)
 
 	mu      sync.Mutex
 	running map[string]*execution
@@ -124,7 +129,7 @@ func New(opts Options) *Engine {
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
 		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
-		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates,
+		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates, workDir: opts.WorkDir,
 	}
 	if e.parallel <= 0 {
 		e.parallel = 4 * runtime.NumCPU()

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"cmp"
-	"maps"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -167,7 +167,13 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 	if req.Recorded != nil {
 		req.Recorded()
 	}
-	return e.drive(ctx, req.Workflow, run, ck, cmp.Or(req.WorkDir, run.WorkDir))
+	workdir := cmp.Or(req.WorkDir, run.WorkDir)
+	if workdir == "" && e.workDir != nil {
+		if workdir, err = e.workDir(run); err != nil {
+			return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+		}
+	}
+	return e.drive(ctx, req.Workflow, run, ck, workdir)
 }
 
 // stoppedRun ends a run that a Stop was recorded on and returns it.

@@ -409,4 +409,3 @@ func (e *Engine) expire(ctx context.Context, runID, ixID string) error {
 	e.notify(Event{Type: EventRunFailed, RunID: runID, NodeID: ck.Pause.Node, Time: e.now(), Data: map[string]any{"failure_code": CodeTimeout, "error": msg}})
 	return nil
 }
-

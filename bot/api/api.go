@@ -11,17 +11,27 @@
 //	GET  /api/runs/{id}                              Run
 //	GET  /api/runs/{id}/events                       {events: [Event…]}   ?after=&limit=
 //	GET  /api/runs/{id}/interactions/pending         {interactions: [Interaction…]}
-//	POST /api/runs/{id}/interactions/{iid}/answer    {answer} → {run_id, interaction_id, queued, resumed}
+//	POST /api/runs/{id}/interactions/{iid}/answer    {answer} or {answers: {field: value}}
+//	                                                 → {run_id, interaction_id, queued, resumed}
 //	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
 //	POST /api/runs                                   {file_path, vars?, run_id?, preset?} → {run_id, status}
+//
+// The pending list holds every open question: async questions, the form
+// of a paused human node and an agent's blocking ask_user, each with the
+// fields its answer takes ("fields": [{name, type, enum}]). A form is
+// answered with {"answers": {"approved": true, "reason": "…"}}, values as
+// text or typed JSON; a question or a one-field form with {"answer": "…"}.
+// A launch's vars may be JSON numbers and booleans for typed vars.
 //
 // Every request is authenticated, and who answers is the authenticated
 // Caller: the OS user via "cli" on the socket, the token's name via "api"
 // on TCP. Upstream's "by" and "via" in an answer's body are ignored.
 //
-// Errors are {error: "…", code: "…"} with 400 (bad request), 401 (missing
-// or wrong token), 403 (another user on the socket), 404 (unknown run or
-// question), 409 (already answered, or not an async question).
+// Errors are {error: "…", code: "…"} with 400 (bad request, an invalid
+// answer: the message names each field), 401 (missing or wrong token), 403
+// (another user on the socket), 404 (unknown run or question), 409
+// (already answered, the run not waiting for it, or the wait of an agent
+// rather than a question), 410 (the run has ended).
 package api
 
 import (
@@ -37,10 +47,10 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// runEngine is what the API needs from the engine.
+// runEngine is what the API needs from the engine: its doors.
 type runEngine interface {
 	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
-	Cancel(runID string) bool
+	Stop(ctx context.Context, runID, reason string) (bool, error)
 }
 
 // Server serves the API.
@@ -48,20 +58,14 @@ type Server struct {
 	engine runEngine
 	store  engine.Store
 	log    *slog.Logger
-	// afterAnswer, when set, runs after an accepted answer (the owner uses
-	// it to resume a run paused on an await of the answered node); it
-	// reports whether the run was resumed.
-	afterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
-	launch      func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
-	redact      *engine.Redactor
+	launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
+	redact *engine.Redactor
 }
 
 // Options configure a Server. Zero fields mean the defaults noted.
 type Options struct {
 	// Logger receives request errors. nil means none.
 	Logger *slog.Logger
-	// AfterAnswer runs after an accepted answer. nil means nothing.
-	AfterAnswer func(ctx context.Context, res *engine.AnswerResult) bool
 	// Launch starts a run for POST /api/runs and returns it as it started
 	// (the run goes on in the background); CallerFrom(ctx) says who asks.
 	// nil means the route is absent.
@@ -74,10 +78,11 @@ type Options struct {
 // LaunchRequest is the body of POST /api/runs.
 type LaunchRequest struct {
 	// FilePath is the workflow file, relative to the server's directory.
-	FilePath string            `json:"file_path"`
-	RunID    string            `json:"run_id,omitempty"`
-	Vars     map[string]string `json:"vars,omitempty"`
-	Preset   string            `json:"preset,omitempty"`
+	FilePath string `json:"file_path"`
+	RunID    string `json:"run_id,omitempty"`
+	// Vars are text, or JSON numbers and booleans for typed vars.
+	Vars   map[string]any `json:"vars,omitempty"`
+	Preset string         `json:"preset,omitempty"`
 }
 
 // NewServer returns a server over an engine and its store.
@@ -86,7 +91,7 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, afterAnswer: opts.AfterAnswer, launch: opts.Launch, redact: opts.Redactor}
+	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor}
 }
 
 // Handler returns the API's routes. They answer only requests with a
@@ -173,13 +178,21 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ixs, err := s.store.Pending(r.Context(), id, "")
+	all, err := s.store.Interactions(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if ixs == nil {
-		ixs = []*engine.Interaction{}
+	ixs := []*engine.Interaction{}
+	for _, ix := range all {
+		// The wait of an agent (kind await) is not a question: its async
+		// questions are listed themselves.
+		if ix.Pending() && ix.Kind != engine.KindAwait {
+			if ix.Kind == engine.KindAsync && ix.Fields == nil {
+				ix.Fields = []engine.FormField{{Name: engine.QuestionKey, Type: "string"}}
+			}
+			ixs = append(ixs, ix)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"interactions": ixs})
 }
@@ -188,7 +201,9 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 // it: the server records the authenticated Caller, and ignores the "by"
 // and "via" fields that upstream's clients send.
 type AnswerBody struct {
-	Answer string `json:"answer"`
+	Answer string `json:"answer,omitempty"`
+	// Answers are a form's fields: text, or typed JSON values.
+	Answers map[string]any `json:"answers,omitempty"`
 }
 
 // AnswerResponse is the reply to an accepted answer.
@@ -202,18 +217,19 @@ type AnswerResponse struct {
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	var body AnswerBody
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the answer: %w (send {\"answer\": \"…\"})", err))
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the answer: %w (send {\"answer\": \"…\"}, or {\"answers\": {\"field\": value}} for a form)", err))
+		return
+	}
+	if body.Answer != "" && body.Answers != nil {
+		writeError(w, http.StatusBadRequest, errors.New(`send either "answer" (a question, a one-field form) or "answers" (a form's fields), not both`))
 		return
 	}
 	c, _ := CallerFrom(r.Context()) // Handler let only callers in
-	req := engine.AnswerRequest{RunID: r.PathValue("id"), InteractionID: r.PathValue("iid"), Text: body.Answer, By: c.Name, Via: c.Via}
+	req := engine.AnswerRequest{RunID: r.PathValue("id"), InteractionID: r.PathValue("iid"), Text: body.Answer, Fields: body.Answers, By: c.Name, Via: c.Via}
 	res, err := s.engine.Answer(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	if s.afterAnswer != nil {
-		res.Resumed = s.afterAnswer(r.Context(), res)
 	}
 	writeJSON(w, http.StatusOK, AnswerResponse{RunID: req.RunID, InteractionID: req.InteractionID, Queued: true, Resumed: res.Resumed})
 }
@@ -251,12 +267,23 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run_id": id, "cancelled": s.engine.Cancel(id)})
+	c, _ := CallerFrom(r.Context())
+	stopped, err := s.engine.Stop(r.Context(), id, "cancelled by "+c.Name+" via "+c.Via)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": id, "cancelled": stopped})
 }
 
 // fail maps engine errors to statuses; anything unexpected is a 500 whose
 // detail goes to the log, not to the caller.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var bad *engine.InvalidAnswerError
+	if errors.As(err, &bad) {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Code: "invalid_answer", Fields: bad.Fields})
+		return
+	}
 	for _, m := range errorCodes {
 		if errors.Is(err, m.err) {
 			writeJSON(w, m.status, errorBody{Error: err.Error(), Code: m.code})
@@ -276,8 +303,11 @@ var errorCodes = []struct {
 }{
 	{engine.ErrNotFound, http.StatusNotFound, "not_found"},
 	{engine.ErrEmptyAnswer, http.StatusBadRequest, "empty_answer"},
+	{engine.ErrTextAndFields, http.StatusBadRequest, "bad_request"},
 	{engine.ErrAlreadyAnswered, http.StatusConflict, "already_answered"},
 	{engine.ErrNotAsync, http.StatusConflict, "not_async"},
+	{engine.ErrStatusChanged, http.StatusConflict, "not_waiting"},
+	{engine.ErrWorkflowChanged, http.StatusConflict, "workflow_changed"},
 	{engine.ErrRunEnded, http.StatusGone, "run_ended"},
 }
 
@@ -285,6 +315,8 @@ var errorCodes = []struct {
 type errorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// Fields, for an invalid answer, are the form's fields.
+	Fields []engine.FormField `json:"fields,omitempty"`
 }
 
 func intParam(r *http.Request, name string, def int64) (int64, error) {

@@ -109,7 +109,7 @@ func TestAnswerThroughAPI(t *testing.T) {
 	if err != nil || len(pending) != 1 || pending[0].ID != "r-api_draft_async_1" {
 		t.Fatalf("pending = %v, %v", pending, err)
 	}
-	res, err := f.client.Answer(ctx, f.run.ID, f.ix.ID, "MIT")
+	res, err := f.client.Answer(ctx, f.run.ID, f.ix.ID, api.AnswerBody{Answer: "MIT"})
 	if err != nil || !res.Queued || res.InteractionID != f.ix.ID {
 		t.Fatalf("answer = %+v, %v", res, err)
 	}
@@ -140,7 +140,7 @@ func TestAPIErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.client.Answer(ctx, tc.run, tc.ix, tc.text)
+			_, err := f.client.Answer(ctx, tc.run, tc.ix, api.AnswerBody{Answer: tc.text})
 			var apiErr *api.Error
 			if !errors.As(err, &apiErr) || apiErr.Status != tc.wantStatus || !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantText) {
 				t.Errorf("err = %v (%+v), want %d %v containing %q", err, apiErr, tc.wantStatus, tc.wantErr, tc.wantText)
@@ -149,14 +149,14 @@ func TestAPIErrors(t *testing.T) {
 	}
 	// The question is still pending after the refusals; then a double
 	// answer conflicts, naming who answered first.
-	if _, err := f.client.Answer(ctx, f.run.ID, f.ix.ID, "MIT"); err != nil {
+	if _, err := f.client.Answer(ctx, f.run.ID, f.ix.ID, api.AnswerBody{Answer: "MIT"}); err != nil {
 		t.Fatal(err)
 	}
 	local, err := api.DialLocal(f.storeDir, f.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = local.Answer(ctx, f.run.ID, f.ix.ID, "GPL")
+	_, err = local.Answer(ctx, f.run.ID, f.ix.ID, api.AnswerBody{Answer: "GPL"})
 	if !errors.Is(err, engine.ErrAlreadyAnswered) || !strings.Contains(err.Error(), tcpName) {
 		t.Errorf("double answer: err = %v, want a conflict naming %s", err, tcpName)
 	}
@@ -176,9 +176,14 @@ func TestRunsAndEvents(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Type != engine.EventHumanInputRequested || evs[0].Data["async"] != true {
 		t.Fatalf("events = %+v, %v", evs, err)
 	}
+	// The run is marked running but nothing executes it (its owner is
+	// gone): Stop ends it, with the reason naming who stopped it.
 	cancelled, err := f.client.Cancel(ctx, f.run.ID)
-	if err != nil || cancelled {
-		t.Errorf("cancel of a run not executing here = %v, %v", cancelled, err)
+	if err != nil || !cancelled {
+		t.Errorf("cancel of an interrupted run = %v, %v; want it stopped", cancelled, err)
+	}
+	if run, _ := f.db.Run(ctx, f.run.ID); run.Status != engine.StatusCancelled || run.Error != "cancelled by "+tcpName+" via api" {
+		t.Errorf("after cancel: %s %q", run.Status, run.Error)
 	}
 }
 

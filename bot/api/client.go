@@ -58,6 +58,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Fields, for an invalid answer, are the form's fields.
+	Fields []engine.FormField
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -116,20 +118,20 @@ func (c *Client) Pending(ctx context.Context, id string) ([]*engine.Interaction,
 	return out.Interactions, err
 }
 
-// Answer answers an async question with text. The owner records the
-// answer as this client's caller (see Caller).
-func (c *Client) Answer(ctx context.Context, runID, interactionID, text string) (*AnswerResponse, error) {
+// Answer answers a question (body.Answer) or a form (body.Answers). The
+// owner records the answer as this client's caller (see Caller).
+func (c *Client) Answer(ctx context.Context, runID, interactionID string, body AnswerBody) (*AnswerResponse, error) {
 	var out AnswerResponse
 	path := "/api/runs/" + url.PathEscape(runID) + "/interactions/" + url.PathEscape(interactionID) + "/answer"
-	err := c.do(ctx, http.MethodPost, path, AnswerBody{Answer: text}, &out)
+	err := c.do(ctx, http.MethodPost, path, body, &out)
 	if err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// Cancel asks the owner to cancel a run; it reports whether the run was
-// executing there.
+// Cancel asks the owner to stop a run that is not over (executing, paused
+// or interrupted); it reports whether it did.
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	var out struct {
 		Cancelled bool `json:"cancelled"`
@@ -171,7 +173,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
 			eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
 		}
-		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, Fields: eb.Fields}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	gh "github.com/google/go-github/v62/github"
 
@@ -59,10 +58,6 @@ type Launch struct {
 // Actions are what the handler does to runs.
 type Actions interface {
 	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
-	// AnswerPause answers the blocking question a paused run waits on
-	// (a human node's form, an agent's ask_user) and resumes the run in
-	// the background; an error says why the answers were not taken.
-	AnswerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error
 	// Cancel stops a run that is not over (executing or paused) and
 	// reports whether it did.
 	Cancel(ctx context.Context, runID, reason string) (bool, error)
@@ -91,9 +86,8 @@ type Handler struct {
 	Queue LaunchQueue
 	Log   *slog.Logger
 
-	mu       sync.Mutex
-	prLocks  map[string]*sync.Mutex
-	starting map[string]map[string]starting // PR scope → run id → launched here
+	mu      sync.Mutex
+	prLocks map[string]*prLock
 }
 
 // LaunchQueue is the store's per-PR queue of launches.
@@ -458,27 +452,42 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 			// same person in the same breath is this one met again.)
 			return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 		}
-		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(ix.AnsweredBy, "someone")), inert(cmp.Or(ix.Via, "unknown"))), nil
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(ix.AnsweredBy, "someone")), inert(viaWords(ix.Via))), nil
 	}
 	text = strings.TrimSpace(text)
 	if labels := options(ix); len(labels) > 0 {
 		text = pickOption(text, labels)
 	}
 	if ix.Kind == engine.KindBlocking {
-		answers := map[string]string{engine.QuestionKey: text}
+		req := engine.AnswerRequest{RunID: ix.RunID, InteractionID: ix.ID, By: t.Sender, Via: "github", Text: text}
 		if fields := formFields(ix); len(fields) > 0 {
 			values, rest := ParseForm(text, fields)
-			if len(fields) == 1 && len(values) == 0 {
-				values[fields[0]] = rest
+			req.Text = ""
+			if len(values) == 0 && len(fields) == 1 {
+				req.Text = rest // a one-field form answered with a bare text
+			} else {
+				req.Fields = map[string]any{}
+				for k, v := range values {
+					req.Fields[k] = v
+				}
 			}
-			answers = values
 		}
-		err := h.Actions.AnswerPause(ctx, ix.RunID, ix.ID, answers, t.Sender)
-		var user *AnswerError
-		if errors.As(err, &user) {
-			return fmt.Sprintf("your answer to `%s` was not taken: %s", id, Disarm(user.Msg)), nil
-		}
-		if err != nil {
+		_, err := h.Actions.Answer(ctx, req)
+		var bad *engine.InvalidAnswerError
+		var notWaiting *engine.NotWaitingError
+		var already *engine.AlreadyAnsweredError
+		switch {
+		case errors.As(err, &bad):
+			return fmt.Sprintf("your answer to `%s` was not taken: %s. Write one line per field, `field: value`.", id, Disarm(bad.Error())), nil
+		case errors.As(err, &already):
+			return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(already.AnsweredBy, "someone")), inert(viaWords(already.Via))), nil
+		case errors.As(err, &notWaiting):
+			return fmt.Sprintf("run `%s` is %s, not waiting for `%s`; your answer was not used.", ix.RunID, notWaiting.Status, id), nil
+		case errors.Is(err, engine.ErrRunEnded):
+			return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", ix.RunID, id), nil
+		case errors.Is(err, engine.ErrWorkflowChanged):
+			return fmt.Sprintf("run `%s` cannot continue: its workflow changed since it started.", ix.RunID), nil
+		case err != nil:
 			return "", err
 		}
 		return fmt.Sprintf("answer to `%s` recorded; run `%s` continues.", id, ix.RunID), errAccepted
@@ -494,7 +503,7 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 				return fmt.Sprintf("answer to `%s` recorded.", id), errAccepted
 			}
 		}
-		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(already.AnsweredBy, "someone")), inert(already.Via)), nil
+		return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(already.AnsweredBy, "someone")), inert(viaWords(already.Via))), nil
 	case errors.Is(err, engine.ErrRunEnded):
 		return fmt.Sprintf("run `%s` has ended; question `%s` can no longer be answered.", ix.RunID, id), nil
 	case errors.Is(err, engine.ErrNotAsync), errors.Is(err, engine.ErrEmptyAnswer):
@@ -503,6 +512,28 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 		return "", err
 	}
 	return fmt.Sprintf("answer to `%s` recorded; the agent reads it at its next turn.", id), errAccepted
+}
+
+// viaWords names the channel an answer came through, as a PR comment says
+// it: "via Slack", "via the admin page".
+func viaWords(via string) string {
+	switch via {
+	case "github":
+		return "GitHub"
+	case "slack":
+		return "Slack"
+	case "page":
+		return "the admin page"
+	case "cli":
+		return "the command line"
+	case "api":
+		return "the REST API"
+	case "timer":
+		return "its timer"
+	case "":
+		return "an unknown channel"
+	}
+	return via
 }
 
 // pickOption turns a bare option number or label into the option's label;
@@ -518,12 +549,6 @@ func pickOption(text string, labels []string) string {
 	}
 	return text
 }
-
-// AnswerError is a refused answer to a blocking question (a field
-// missing, a value of the wrong type); Msg says what to fix.
-type AnswerError struct{ Msg string }
-
-func (e *AnswerError) Error() string { return e.Msg }
 
 func (h *Handler) cancel(ctx context.Context, t Trigger, c Command) (string, error) {
 	runs, err := h.prRuns(ctx, t)
@@ -675,7 +700,7 @@ func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, 
 			return fmt.Sprintf("queued `%s` on %s (position %d): it starts when %s, as %s asks (`concurrency: queue`).", l.Workflow, shortSHA(l.Ref), pos, ahead, repoconfig.FileName), nil
 		}
 	}
-	id, err = h.launch(ctx, scope, l)
+	id, err = h.Actions.Launch(ctx, l)
 	if err != nil {
 		var user *LaunchError
 		if errors.As(err, &user) {
@@ -695,50 +720,37 @@ func (h *Handler) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, 
 func (h *Handler) lockPR(scope string) func() {
 	h.mu.Lock()
 	if h.prLocks == nil {
-		h.prLocks = map[string]*sync.Mutex{}
+		h.prLocks = map[string]*prLock{}
 	}
-	m, ok := h.prLocks[scope]
-	if !ok {
-		m = &sync.Mutex{}
-		h.prLocks[scope] = m
+	l := h.prLocks[scope]
+	if l == nil {
+		l = &prLock{}
+		h.prLocks[scope] = l
 	}
+	l.users++
 	h.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		h.mu.Lock()
+		// Kept only while someone holds or waits for it: the map has an
+		// entry per PR being acted on, not per PR ever seen.
+		if l.users--; l.users == 0 {
+			delete(h.prLocks, scope)
+		}
+		h.mu.Unlock()
+	}
 }
 
-// starting is a run this process launched whose record may not be
-// written yet (the run is created in the background).
-type starting struct {
-	workflow string
-	at       time.Time
-}
-
-// startingFor is how long a launched run counts as active before its
-// record shows up; a launch that never creates its run is forgotten then.
-const startingFor = 5 * time.Minute
-
-// launch starts l and notes the run as starting on its PR.
-func (h *Handler) launch(ctx context.Context, scope string, l Launch) (string, error) {
-	id, err := h.Actions.Launch(ctx, l)
-	if err != nil {
-		return "", err
-	}
-	h.mu.Lock()
-	if h.starting == nil {
-		h.starting = map[string]map[string]starting{}
-	}
-	if h.starting[scope] == nil {
-		h.starting[scope] = map[string]starting{}
-	}
-	h.starting[scope][id] = starting{workflow: l.Workflow, at: time.Now()}
-	h.mu.Unlock()
-	return id, nil
+// prLock is one PR's lock and how many hold or wait for it.
+type prLock struct {
+	mu    sync.Mutex
+	users int
 }
 
 // active returns the PR's runs that are running or waiting for answers,
-// newest first, with the runs launched here whose records are not written
-// yet; seen holds every run id of the PR.
+// newest first; seen holds every run id of the PR. (A launched run's
+// record is stored before Launch returns, so none is missed.)
 func (h *Handler) active(ctx context.Context, t Trigger, scope string) (active []*engine.Run, seen map[string]bool, err error) {
 	runs, err := h.prRuns(ctx, t)
 	if err != nil {
@@ -749,17 +761,6 @@ func (h *Handler) active(ctx context.Context, t Trigger, scope string) (active [
 		seen[r.ID] = true
 		if r.Status == engine.StatusRunning || r.Status == engine.StatusPausedWaitingHuman {
 			active = append(active, r)
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, s := range h.starting[scope] {
-		switch {
-		case seen[id] || time.Since(s.at) > startingFor:
-			delete(h.starting[scope], id)
-		default:
-			seen[id] = true
-			active = append(active, &engine.Run{ID: id, Workflow: s.workflow, Status: "starting"})
 		}
 	}
 	return active, seen, nil
@@ -806,7 +807,7 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 			}
 			continue
 		}
-		id, err := h.launch(ctx, scope, l)
+		id, err := h.Actions.Launch(ctx, l)
 		var later *RetryLater
 		if errors.As(err, &later) {
 			return err

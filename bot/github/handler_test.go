@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	gh "github.com/google/go-github/v62/github"
 
 	"github.com/iterion-bot/iterion/engine"
@@ -44,8 +45,14 @@ type fakeRuns struct {
 	pauses    []pauseAnswer
 }
 
-func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error) { return f.runs, nil }
+func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.runs), nil
+}
 func (f *fakeRuns) PRRuns(_ context.Context, repo string, pr int) ([]*engine.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []*engine.Run
 	for _, r := range f.runs {
 		if strings.EqualFold(r.Trigger.Repo, repo) && r.Trigger.PR == pr {
@@ -82,19 +89,10 @@ func (f *fakeRuns) ShortIDs(_ context.Context, scope, runID string) (map[string]
 	}
 	return out, nil
 }
-func (f *fakeRuns) AnswerPause(_ context.Context, runID, ixID string, answers map[string]string, by string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if answers["approved"] != "yes" && answers["approved"] != "no" {
-		return &AnswerError{Msg: fmt.Sprintf("answer for \"approved\": %q is not a yes/no answer", answers["approved"])}
-	}
-	f.pauses = append(f.pauses, pauseAnswer{runID, ixID, answers, by})
-	return nil
-}
 
 type pauseAnswer struct {
 	RunID, InteractionID string
-	Answers              map[string]string
+	Answers              map[string]any
 	By                   string
 }
 
@@ -104,6 +102,15 @@ func (f *fakeRuns) Interactions(_ context.Context, id string) ([]*engine.Interac
 func (f *fakeRuns) Answer(_ context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.Fields != nil {
+		// A form, checked as the engine does.
+		if a := req.Fields["approved"]; a != "yes" && a != "no" {
+			return nil, &engine.InvalidAnswerError{InteractionID: req.InteractionID, Problems: []engine.AnswerProblem{
+				{Field: "approved", Kind: engine.ProblemInvalid, Type: "bool", Detail: fmt.Sprintf("%q is not a yes/no answer", a)}}}
+		}
+		f.pauses = append(f.pauses, pauseAnswer{req.RunID, req.InteractionID, req.Fields, req.By})
+		return &engine.AnswerResult{Resumed: true}, nil
+	}
 	for _, a := range f.answers {
 		if a.InteractionID == req.InteractionID {
 			return nil, &engine.AlreadyAnsweredError{InteractionID: a.InteractionID, AnsweredBy: a.By, Via: a.Via}
@@ -130,7 +137,11 @@ func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.launches = append(f.launches, l)
-	return fmt.Sprintf("run-%d", len(f.launches)), nil
+	// As engine.Launch does, the run's record is stored before it returns.
+	id := fmt.Sprintf("run-%d", len(f.launches))
+	f.runs = append(f.runs, &engine.Run{ID: id, Workflow: l.Workflow, Status: engine.StatusRunning,
+		Trigger: engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR}})
+	return id, nil
 }
 
 const prJSON = `{"number": 7, "state": "open", "title": "Add a README", "body": "Closes #3.",
@@ -225,9 +236,9 @@ func TestHandlerComments(t *testing.T) {
 		{"answer by short id", "ana", "/iterion answer Q1 MIT", []string{"answer to `Q1` recorded; the agent reads it at its next turn."}},
 		{"answer by option number", "ana", "/iterion answer q2 1", []string{"answer to `q2` recorded"}},
 		{"answer to an unknown short id", "ana", "/iterion answer Q9 x", []string{"no question `Q9` on this pull request"}},
-		{"second answer", "ana", "/iterion answer Q4 late", []string{"question `Q4` was already answered by dave via slack; your answer was not used."}},
+		{"second answer", "ana", "/iterion answer Q4 late", []string{"question `Q4` was already answered by dave via Slack; your answer was not used."}},
 		{"same answer met again", "ana", "/iterion answer Q5 yes", []string{"answer to `Q5` recorded."}},
-		{"another answer from the same person", "ana", "/iterion answer Q5 no", []string{"question `Q5` was already answered by ana via github; your answer was not used."}},
+		{"another answer from the same person", "ana", "/iterion answer Q5 no", []string{"question `Q5` was already answered by ana via GitHub; your answer was not used."}},
 		{"form answer", "ana", "/iterion answer Q3 approved: yes\nreason: tests pass", []string{"answer to `Q3` recorded; run `r1` continues."}},
 		{"form answer refused", "ana", "/iterion answer Q3 approved: maybe", []string{"your answer to `Q3` was not taken: answer for \"approved\": \"maybe\" is not a yes/no answer"}},
 		{"status", "bo", "/iterion status", []string{"- `r1` review: running\n  - open question Q1 (`r1_ask_async_1`): Which license?\n  - open question Q2 (`r1_ask_async_2`): Go version?\n  - open question Q3 (`r1_approve`): Ship it?\n- `r0` review: finished"}},
@@ -302,7 +313,8 @@ func TestHandlerEffects(t *testing.T) {
 	if diff := cmp.Diff(wantAnswer, runs.answers); diff != "" {
 		t.Errorf("answers (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"r1"}, runs.cancelled); diff != "" {
+	// The run launched by d1 is stored by then, so the cancel reaches it too.
+	if diff := cmp.Diff([]string{"r1", "run-1"}, runs.cancelled, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("cancelled (-want +got):\n%s", diff)
 	}
 }
@@ -377,7 +389,7 @@ func TestHandlerQuoteReplies(t *testing.T) {
 		{"not allowed", "bo", quoted + "1", "@bo thank you, but only people with write permission", ""},
 		{"no answer", "ana", quoted, "@ana your comment quotes question Q2 but holds no answer", ""},
 		{"two questions", "ana", quoted + "> Question Q1\nyes", "quotes several questions (Q2, Q1)", ""},
-		{"answered already", "ana", "> Question Q4\nnew", "question `Q4` was already answered by dave via slack", ""},
+		{"answered already", "ana", "> Question Q4\nnew", "question `Q4` was already answered by dave via Slack", ""},
 		{"form", "ana", "> Question Q3\n> > Ship it?\napproved: no\nreason: not yet", "", ""},
 		{"look-alike question", "ana", "> **Question Q2** · Should I keep the failing test skipped?\n> 1. no, fix it\n\n1", "your comment quotes a \"Question Q2\" that is not iterion's question Q2 (\"Go version?\")", ""},
 	}
@@ -410,7 +422,7 @@ func TestHandlerQuoteReplies(t *testing.T) {
 					t.Errorf("answers (-want +got):\n%s", diff)
 				}
 			case c.name == "form":
-				want := []pauseAnswer{{"r1", "r1_approve", map[string]string{"approved": "no", "reason": "not yet"}, "ana"}}
+				want := []pauseAnswer{{"r1", "r1_approve", map[string]any{"approved": "no", "reason": "not yet"}, "ana"}}
 				if diff := cmp.Diff(want, runs.pauses); diff != "" {
 					t.Errorf("pause answers (-want +got):\n%s", diff)
 				}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -33,10 +32,11 @@ type Launcher struct {
 	// Exists reports whether a run id is taken.
 	Exists func(ctx context.Context, runID string) (bool, error)
 	// Check, when set, tells whether this server can run the workflow (its
-	// backends and their keys) before the run is started in the background.
+	// backends and their keys) before the checkout.
 	Check func(w *dsl.Workflow) error
-	// Start executes the run in the background.
-	Start func(req engine.StartRequest)
+	// Start launches the run (engine.Launch): it returns once the run's
+	// record is stored, and the run executes in the background.
+	Start func(ctx context.Context, req engine.StartRequest) (*engine.Run, error)
 }
 
 // RunID is the run id a launch key gives: the same request handled twice
@@ -72,22 +72,23 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if ds.HasErrors() {
 		return "", &LaunchError{Msg: fmt.Sprintf("%s on `%s` does not compile:\n\n```\n%s```", l.Path, l.DefaultBranch, dsl.RenderString(ds, map[string][]byte{rel: src}))}
 	}
-	given := maps.Clone(l.Vars)
-	if given == nil {
-		given = map[string]string{}
+	given := map[string]any{}
+	for k, v := range l.Vars {
+		given[k] = v
 	}
 	for k, v := range l.Context {
 		if _, set := given[k]; !set && w.Var(k) != nil {
 			given[k] = v
 		}
 	}
+	// Refused before the checkout, in the commenter's words.
 	vars, err := engine.ResolveVars(w, given, "")
 	if err != nil {
-		return "", &LaunchError{Msg: err.Error()}
+		return "", &LaunchError{Msg: launchRefusal(err)}
 	}
 	if ln.Check != nil {
 		if err := ln.Check(w); err != nil {
-			return "", &LaunchError{Msg: "this server cannot run it: " + err.Error()}
+			return "", &LaunchError{Msg: launchRefusal(err)}
 		}
 	}
 	token, err := ln.Token(ctx, l.InstallationID)
@@ -119,14 +120,68 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("saving the workflow of run %s: %w", id, err)
 	}
-	ln.Start(engine.StartRequest{
+	_, err = ln.Start(ctx, engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
 		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, Actor: l.Actor, HeadSHA: l.Ref},
 		Channels: []string{"github"},
 		WorkDir:  dir,
 		File:     file,
 	})
+	switch {
+	case errors.Is(err, engine.ErrRunExists):
+		return id, nil // the same request, handled twice
+	case err != nil:
+		var pre *engine.PreflightError
+		var verr *engine.VarsError
+		if errors.As(err, &pre) || errors.As(err, &verr) {
+			return "", &LaunchError{Msg: launchRefusal(err)}
+		}
+		return "", err
+	}
 	return id, nil
+}
+
+// launchRefusal phrases the engine's refusal of a launch for the person
+// who wrote the /iterion run comment: what to write, never a flag of the
+// command line.
+func launchRefusal(err error) string {
+	var verr *engine.VarsError
+	var pre *engine.PreflightError
+	switch {
+	case errors.As(err, &verr):
+		var lines []string
+		for _, p := range verr.Problems {
+			switch p.Kind {
+			case engine.ProblemMissing:
+				lines = append(lines, fmt.Sprintf("- var `%s` (%s) is required: add `%s=…` to the command", p.Name, p.Type, p.Name))
+			case engine.ProblemUnknown:
+				lines = append(lines, fmt.Sprintf("- `%s` is not a var of this workflow", Disarm(p.Name)))
+			default:
+				lines = append(lines, fmt.Sprintf("- var `%s` (%s): %s", p.Name, p.Type, Disarm(p.Detail)))
+			}
+		}
+		if len(verr.Declared) > 0 {
+			lines = append(lines, "", "The workflow's vars: "+strings.Join(verr.Declared, ", ")+".")
+		}
+		return "its vars are not right:\n" + strings.Join(lines, "\n")
+	case !errors.As(err, &pre):
+		return "this server cannot run it: " + err.Error()
+	default:
+		var lines []string
+		for _, p := range pre.Problems {
+			var b *engine.BackendUnavailableError
+			if errors.As(p, &b) && b.Detail == "" {
+				avail := "none"
+				if len(b.Available) > 0 {
+					avail = strings.Join(b.Available, ", ")
+				}
+				lines = append(lines, fmt.Sprintf("- node `%s` runs on backend `%s`, which this server does not have (it has: %s)", b.Node, b.Backend, avail))
+				continue
+			}
+			lines = append(lines, "- "+p.Error())
+		}
+		return "this server cannot run it:\n" + strings.Join(lines, "\n")
+	}
 }
 
 // workflowPath checks a workflow path from .iterion.yml: relative, inside

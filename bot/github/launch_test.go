@@ -67,7 +67,11 @@ func TestLauncher(t *testing.T) {
 			}
 			return nil
 		},
-		Start: func(req engine.StartRequest) { started = append(started, req); exists[req.RunID] = true },
+		Start: func(_ context.Context, req engine.StartRequest) (*engine.Run, error) {
+			started = append(started, req)
+			exists[req.RunID] = true
+			return &engine.Run{ID: req.RunID}, nil
+		},
 	}
 	ctx := context.Background()
 	l := Launch{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
@@ -121,7 +125,8 @@ func TestLauncher(t *testing.T) {
 		{"does not compile", func(l *Launch) { l.Path = "workflows/broken.bot" }, "does not compile"},
 		{"not a workflow file", func(l *Launch) { l.Path = "notes.txt" }, "must name a .bot or .iter file"},
 		{"escapes the repository", func(l *Launch) { l.Path = "../../etc/x.bot" }, "must be a file inside the repository"},
-		{"bad var", func(l *Launch) { l.Vars = map[string]string{"depth": "deep"} }, "depth"},
+		{"bad var", func(l *Launch) { l.Vars = map[string]string{"depth": "deep"} }, "var `depth` (int): \"deep\" is not a whole number"},
+		{"unknown var", func(l *Launch) { l.Vars = map[string]string{"colour": "red"} }, "`colour` is not a var of this workflow"},
 		{"server cannot run it", func(l *Launch) { l.Path, l.Vars = "workflows/model.bot", nil }, "this server cannot run it: node a: ANTHROPIC_API_KEY is not set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,5 +145,27 @@ func TestLauncher(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The engine's refusals are said in the commenter's words: what to write
+// in the comment, never a flag of the command line.
+func TestLaunchRefusal(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&engine.VarsError{Problems: []engine.VarProblem{{Name: "target", Kind: engine.ProblemMissing, Type: "string"}}, Declared: []string{"target (string)"}},
+			"its vars are not right:\n- var `target` (string) is required: add `target=…` to the command\n\nThe workflow's vars: target (string)."},
+		{&engine.PreflightError{Problems: []error{&engine.BackendUnavailableError{Node: "review", Backend: "pi", Available: []string{"claw"}}}},
+			"this server cannot run it:\n- node `review` runs on backend `pi`, which this server does not have (it has: claw)"},
+	} {
+		got := launchRefusal(c.err)
+		if got != c.want {
+			t.Errorf("launchRefusal(%v) =\n%s\nwant\n%s", c.err, got, c.want)
+		}
+		if strings.Contains(got, "--") {
+			t.Errorf("%q names a command-line flag", got)
+		}
 	}
 }

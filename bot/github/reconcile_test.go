@@ -24,9 +24,6 @@ type storeActions struct{ db *store.DB }
 func (a storeActions) Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
 	return a.db.Answer(ctx, req)
 }
-func (storeActions) AnswerPause(context.Context, string, string, map[string]string, string) error {
-	return errors.New("not in this test")
-}
 func (storeActions) Cancel(context.Context, string, string) (bool, error) {
 	return false, errors.New("not in this test")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ghbot "github.com/iterion-bot/iterion/bot/github"
@@ -80,24 +78,14 @@ func githubSettings(f githubFile, file string) (cfg githubConfig, ok bool, err e
 	return cfg, true, nil
 }
 
-// githubActions are the Handler's actions on this server's engine.
+// githubActions are the Handler's actions: the engine's doors.
 type githubActions struct {
-	o       *owner
-	launch  *ghbot.Launcher
-	after   func(context.Context, *engine.AnswerResult) bool
-	resumer *resumer
-}
-
-func (a githubActions) AnswerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error {
-	return a.resumer.answerPause(ctx, runID, ixID, answers, by)
+	o      *owner
+	launch *ghbot.Launcher
 }
 
 func (a githubActions) Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
-	res, err := a.o.engine.Answer(ctx, req)
-	if err == nil {
-		res.Resumed = a.after(ctx, res)
-	}
-	return res, err
+	return a.o.engine.Answer(ctx, req)
 }
 
 func (a githubActions) Cancel(ctx context.Context, runID, reason string) (bool, error) {
@@ -108,15 +96,49 @@ func (a githubActions) Launch(ctx context.Context, l ghbot.Launch) (string, erro
 	return a.launch.Launch(ctx, l)
 }
 
-// serveGitHub mounts the App's webhook endpoint and starts the worker that
-// acts on the deliveries and the relay that writes to GitHub; both stop
-// with ctx. The relay is stored in relay for the engine's event hook.
-func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup, log *slog.Logger, mux *http.ServeMux,
-	after func(context.Context, *engine.AnswerResult) bool, res *resumer, relay *atomic.Pointer[ghbot.Relay]) (done <-chan struct{}, err error) {
+// githubApp is the GitHub App's part of serve: made before the engine
+// (whose events wake the relay), served once the engine exists.
+type githubApp struct {
+	cfg     githubConfig
+	app     *ghbot.App
+	replies *ghbot.Commenter
+	relay   *ghbot.Relay
+	log     *slog.Logger
+}
+
+// newGitHubApp reads the App's identity and makes the relay that writes
+// the runs' progress to GitHub; nothing runs until serve.
+func newGitHubApp(ctx context.Context, cfg githubConfig, o *owner, log *slog.Logger) (*githubApp, error) {
 	app, err := ghbot.NewApp(cfg.appID, cfg.key, cfg.apiURL, nil)
 	if err != nil {
 		return nil, err
 	}
+	replies := commenter(ctx, app, log)
+	replies.Redactor = cfg.redact
+	rl := ghbot.NewRelay(o.db, replies, log)
+	rl.Failpoint = failpoint()
+	return &githubApp{cfg: cfg, app: app, replies: replies, relay: rl, log: log}, nil
+}
+
+// onEvent is the engine's event hook for the App: events that come with
+// outbox rows (a start, a question, an answer, a pause, an end) wake the
+// relay, and progress (steps starting and finishing) is shown at the pace
+// the relay allows.
+func (g *githubApp) onEvent(ev engine.Event) {
+	switch ev.Type {
+	case engine.EventRunStarted, engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
+		engine.EventInteractionAnswered, engine.EventHumanInputRequested:
+		g.relay.Wake()
+	case engine.EventNodeStarted, engine.EventNodeFinished, engine.EventRunResumed:
+		g.relay.Touch(ev.RunID)
+	}
+}
+
+// serve mounts the App's webhook endpoint and starts the worker that acts
+// on the deliveries and the relay; both stop with ctx, and done is closed
+// then.
+func (g *githubApp) serve(ctx context.Context, o *owner, mux *http.ServeMux) (done <-chan struct{}) {
+	cfg, app, log := g.cfg, g.app, g.log
 	launcher := &ghbot.Launcher{
 		Fetch: func(ctx context.Context, inst int64, owner, repo, path, ref string) ([]byte, error) {
 			c, err := app.Installation(inst)
@@ -136,44 +158,33 @@ func serveGitHub(ctx context.Context, cfg githubConfig, o *owner, runs *runGroup
 			return err == nil, err
 		},
 		Check: o.engine.Preflight,
-		Start: func(req engine.StartRequest) {
-			runs.wg.Go(func() {
-				if _, err := o.engine.Start(runs.ctx, req); err != nil {
-					log.Error("starting a run failed", "run", req.RunID, "err", err)
-				}
-			})
-		},
+		Start: o.engine.Launch,
 	}
 	h := &ghbot.Handler{
 		Client:  app.Installation,
 		Perms:   app,
 		Runs:    o.db,
-		Actions: githubActions{o: o, launch: launcher, after: after, resumer: res},
-		Replies: commenter(ctx, app, log),
+		Actions: githubActions{o: o, launch: launcher},
+		Replies: g.replies,
 		Queue:   o.db,
 		Log:     log,
 	}
-	h.Replies.Redactor = cfg.redact
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
 	w.GiveUp = h.GiveUp
+	w.Failpoint = failpoint()
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
-	rl := ghbot.NewRelay(o.db, h.Replies, log)
-	rl.Failpoint = failpoint()
-	rl.OnEnded = func(ctx context.Context, run *engine.Run) error {
+	g.relay.OnEnded = func(ctx context.Context, run *engine.Run) error {
 		removeWorkspace(o, run, log)
 		return h.StartQueued(ctx, run)
 	}
-	w.Failpoint = failpoint()
-	relay.Store(rl)
-
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
-	wg.Go(func() { rl.Run(ctx) })
+	wg.Go(func() { g.relay.Run(ctx) })
 	// Answers written on PRs while this server was down.
 	wg.Go(func() { reconcile(ctx, h, log) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
-	return stopped, nil
+	return stopped
 }
 
 // writePace spaces the App's writes to one installation (GitHub asks for
@@ -194,26 +205,6 @@ func commenter(ctx context.Context, app *ghbot.App, log *slog.Logger) *ghbot.Com
 	c.Login = login
 	log.Info("GitHub App", "login", login)
 	return c
-}
-
-// relayOnEvent is the engine's event hook while a relay may run: events
-// that come with outbox rows (a start, a question, an answer, a pause, an
-// end) wake it, and progress (steps starting and finishing) is shown at
-// the pace the relay allows.
-func relayOnEvent(relay *atomic.Pointer[ghbot.Relay]) func(engine.Event) {
-	return func(ev engine.Event) {
-		r := relay.Load()
-		if r == nil {
-			return
-		}
-		switch ev.Type {
-		case engine.EventRunStarted, engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled, engine.EventRunPaused,
-			engine.EventInteractionAnswered, engine.EventHumanInputRequested:
-			r.Wake()
-		case engine.EventNodeStarted, engine.EventNodeFinished, engine.EventRunResumed:
-			r.Touch(ev.RunID)
-		}
-	}
 }
 
 // reconcile applies the answers written on pull requests while the server
@@ -264,9 +255,6 @@ func removeWorkspace(o *owner, run *engine.Run, log *slog.Logger) {
 // iterion run, continued here) that just ended for good. A GitHub run's
 // is deleted by the relay once its end is shown on the PR.
 func removeEndedWorkspace(o *owner, runID string, log *slog.Logger) {
-	if o == nil {
-		return
-	}
 	run, err := o.db.Run(context.Background(), runID)
 	if err != nil || run.Trigger.Source == "github" || filepath.Dir(run.WorkDir) != workspacesDir(o) {
 		return // a run of iterion run keeps the directory it worked in
@@ -364,99 +352,4 @@ func resumeDir(o *owner, r *engine.Run) string {
 		return workDirOf(o, r) // the sandbox says what is missing
 	}
 	return dir
-}
-
-// resumer continues paused runs in the background for serve: a run paused
-// on the await_answers tool when its last question is answered, and a run
-// paused on a blocking question when it is answered on GitHub. A run is
-// resumed by one of them at a time.
-type resumer struct {
-	o    *owner
-	runs *runGroup
-	log  *slog.Logger
-	busy sync.Map // run id → resuming
-}
-
-// released is serve's answer hook: an answer that leaves no question
-// pending for a run paused on the await_answers tool resumes it. Two
-// answers arriving together resume the run once.
-func (rs *resumer) released(ctx context.Context, res *engine.AnswerResult) bool {
-	runID := res.Interaction.RunID
-	if _, busy := rs.busy.LoadOrStore(runID, true); busy {
-		return true
-	}
-	release := func() { rs.busy.Delete(runID) }
-	ready, err := rs.o.engine.AwaitReady(ctx, runID)
-	if err != nil || !ready {
-		release()
-		return false
-	}
-	r, w, err := rs.load(ctx, runID)
-	if err != nil {
-		release()
-		rs.log.Error("a released run cannot resume", "run", runID, "err", err)
-		return false
-	}
-	rs.runs.wg.Go(func() {
-		defer release()
-		if _, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{Workflow: w, RunID: runID, WorkDir: resumeDir(rs.o, r), Via: "answer", Expect: engine.StatusPausedWaitingHuman}); err != nil {
-			rs.log.Error("resuming a released run failed", "run", runID, "err", err)
-		}
-	})
-	return true
-}
-
-func (rs *resumer) load(ctx context.Context, runID string) (*engine.Run, *dsl.Workflow, error) {
-	r, err := rs.o.db.Run(ctx, runID)
-	if err != nil {
-		return nil, nil, err
-	}
-	w, err := loadWorkflow(io.Discard, r.File)
-	return r, w, err
-}
-
-// answerPause answers the blocking question run runID is paused on and
-// resumes it in the background. It returns once the answers are stored
-// (nil) or refused (*ghbot.AnswerError saying why).
-func (rs *resumer) answerPause(ctx context.Context, runID, ixID string, answers map[string]string, by string) error {
-	if _, busy := rs.busy.LoadOrStore(runID, true); busy {
-		// Another answer is resuming it: look again in a moment (the
-		// delivery is retried), when this one will have been seen.
-		return &ghbot.RetryLater{After: 2 * time.Second, Err: fmt.Errorf("run %s is being resumed", runID)}
-	}
-	release := func() { rs.busy.Delete(runID) }
-	r, w, err := rs.load(ctx, runID)
-	if err != nil {
-		release()
-		return err
-	}
-	if r.Status != engine.StatusPausedWaitingHuman {
-		release()
-		return &ghbot.AnswerError{Msg: fmt.Sprintf("run %s is %s, not waiting for this answer", runID, r.Status)}
-	}
-	recorded := make(chan struct{})
-	errc := make(chan error, 1)
-	rs.runs.wg.Go(func() {
-		defer release()
-		_, err := rs.o.engine.Resume(rs.runs.ctx, engine.ResumeRequest{
-			Workflow: w, RunID: runID, InteractionID: ixID, Answers: answers, By: by, Via: "github", WorkDir: resumeDir(rs.o, r), Force: true, Expect: engine.StatusPausedWaitingHuman,
-			Recorded: func() { close(recorded) },
-		})
-		errc <- err
-	})
-	select {
-	case <-recorded:
-		return nil
-	case err := <-errc:
-		if err == nil {
-			return nil
-		}
-		// Resume refuses answers before storing anything; its message says
-		// which field is wrong.
-		msg := err.Error()
-		if _, rest, ok := strings.Cut(msg, runID+": "); ok {
-			msg = rest
-		}
-		return &ghbot.AnswerError{Msg: msg}
-	}
 }

@@ -586,7 +586,7 @@ workflow w:
 // Checkouts of GitHub runs stopped resumably are kept for keep_workspaces,
 // then removed; running, paused and recent ones stay.
 func TestSweepWorkspaces(t *testing.T) {
-	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, nil, io.Discard)
+	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,14 +61,24 @@ type owner struct {
 	apiHandler http.Handler
 }
 
-// becomeOwner opens the store directory for this process and serves its
-// API. A second owner gets an error naming the first.
-func becomeOwner(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool, notices io.Writer) (*owner, error) {
-	return becomeOwnerWith(dir, command, opts, afterAnswer, notices, nil)
+// becomeOwner opens the store directory for this process, builds the
+// engine over it with opts and serves its API. A second owner gets an
+// error naming the first.
+func becomeOwner(dir, command string, opts engine.Options, notices io.Writer) (*owner, error) {
+	o, err := openOwner(dir, command, notices)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.start(opts, nil); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
 }
 
-// becomeOwnerWith is becomeOwner with a launcher for POST /api/runs.
-func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(context.Context, *engine.AnswerResult) bool, notices io.Writer, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) (*owner, error) {
+// openOwner takes the store directory for this process: the store is
+// open, nothing runs and no API is served until start.
+func openOwner(dir, command string, notices io.Writer) (*owner, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
 	}
@@ -91,17 +101,8 @@ func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(
 	if err != nil {
 		return nil, err // names the directory
 	}
-	opts.Store = db
-	o := &owner{dir: dir, db: db, engine: engine.New(opts)}
+	o := &owner{dir: dir, db: db}
 	noteInterrupted(db, notices)
-	srv := api.NewServer(o.engine, db, api.Options{Logger: opts.Logger, AfterAnswer: afterAnswer, Launch: launch, Redactor: opts.Redactor})
-	o.apiHandler = srv.Handler()
-	// We hold the store, so a socket and token already there are a dead
-	// owner's: ServeLocal replaces them.
-	if o.local, err = api.ServeLocal(dir, o.apiHandler, localOptions()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("serving the API of store %s: %w", dir, err)
-	}
 	info := ownerInfo{PID: os.Getpid(), Command: command, Since: time.Now().UTC()}
 	b, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600); err != nil {
@@ -111,10 +112,29 @@ func becomeOwnerWith(dir, command string, opts engine.Options, afterAnswer func(
 	return o, nil
 }
 
-// Close stops the API and closes the store.
+// start builds the engine over the store and serves the API on the
+// store's socket, with launch for POST /api/runs (nil: no such route).
+func (o *owner) start(opts engine.Options, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) error {
+	opts.Store = o.db
+	o.engine = engine.New(opts)
+	srv := api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor})
+	o.apiHandler = srv.Handler()
+	// We hold the store, so a socket and token already there are a dead
+	// owner's: ServeLocal replaces them.
+	var err error
+	if o.local, err = api.ServeLocal(o.dir, o.apiHandler, localOptions()); err != nil {
+		return fmt.Errorf("serving the API of store %s: %w", o.dir, err)
+	}
+	return nil
+}
+
+// Close stops the API and the engine's timers, and closes the store.
 func (o *owner) Close() error {
 	if o.local != nil {
 		_ = o.local.Close()
+	}
+	if o.engine != nil {
+		o.engine.Close()
 	}
 	_ = os.Remove(filepath.Join(o.dir, ownerFile))
 	return o.db.Close()

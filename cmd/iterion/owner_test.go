@@ -22,7 +22,7 @@ import (
 func newOwnerWithQuestion(t *testing.T) (o *owner, dir string, ix *engine.Interaction) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "st")
-	o, err := becomeOwner(dir, "test", engine.Options{}, nil, io.Discard)
+	o, err := becomeOwner(dir, "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

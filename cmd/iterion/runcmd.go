@@ -238,17 +238,20 @@ func interactive(in io.Reader) bool {
 }
 
 func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, file string, f runFlags) error {
-	given, err := parseKV(f.vars, "var")
+	kv, err := parseKV(f.vars, "var")
 	if err != nil {
 		return err
+	}
+	given := map[string]any{}
+	for k, v := range kv {
+		given[k] = v
 	}
 	w, err := loadWorkflow(stderr, file)
 	if err != nil {
 		return err
 	}
-	vars, err := engine.ResolveVars(w, given, f.preset)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+	if _, err := engine.ResolveVars(w, given, f.preset); err != nil {
+		return fmt.Errorf("%s: %s", file, cliRefusal(err))
 	}
 	if f.runID != "" && !engine.ValidRunID(f.runID) {
 		return usageError{fmt.Errorf("--run-id %q: use 1 to 64 of a-z, 0-9 and -", f.runID)}
@@ -256,46 +259,35 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	dir := storeDir(f.storeDir)
 	prog := &progress{out: stderr}
 	stderr = prog
-	var o *owner
 	runID := f.runID
 	if runID == "" {
 		runID = engine.NewRunID(time.Now())
 	}
-	// An answer that leaves no question pending for this run, paused on the
-	// await_answers tool, releases it: the loop below resumes the run. The
-	// API may call this before becomeOwner returns, hence the atomic.
-	var eng atomic.Pointer[engine.Engine]
-	released := make(chan struct{}, 1)
-	// resuming is set while the loop below resumes the run after its
-	// answers came: an answer that the loop's own check saw first still
-	// resumed the run.
-	var resuming atomic.Bool
-	afterAnswer := func(ctx context.Context, res *engine.AnswerResult) bool {
-		e := eng.Load()
-		if e == nil || res.Interaction.RunID != runID {
-			return false
+	// The engine resumes a run paused on an await when its last question
+	// is answered (here or through the socket); resumed says so.
+	resumed := make(chan struct{}, 1)
+	onEvent := func(ev engine.Event) {
+		prog.event(ev)
+		if ev.RunID == runID && ev.Type == engine.EventRunResumed {
+			select {
+			case resumed <- struct{}{}:
+			default:
+			}
 		}
-		ready, err := e.AwaitReady(ctx, runID)
-		if err != nil || !ready {
-			return resuming.Load()
-		}
-		select {
-		case released <- struct{}{}:
-		default:
-		}
-		return true
 	}
-	opts, done, err := cliEngineOptions(prog.event, f.sandbox, dir, stderr)
+	opts, done, err := cliEngineOptions(onEvent, f.sandbox, dir, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	o, err = becomeOwner(dir, "iterion run "+file, opts, afterAnswer, stderr)
+	// Without prompts, a wait for answers ends the command: the run is
+	// parked in the store, with its deadline, for whoever answers.
+	opts.ParkGates = f.noInteractive
+	o, err := becomeOwner(dir, "iterion run "+file, opts, stderr)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
-	eng.Store(o.engine)
 
 	tty := interactive(in) && !f.noInteractive
 	// One reader owns the terminal: its lines answer async questions while
@@ -303,56 +295,79 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	var term *terminal
 	if tty {
 		term = newTerminal(in)
-		go term.answerLoop(ctx, o, runID, stderr, afterAnswer)
+		go term.answerLoop(ctx, o, runID, stderr)
 	}
-	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: vars, Trigger: engine.Trigger{Source: "cli"}, File: file})
+	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: given, Preset: f.preset, Trigger: engine.Trigger{Source: "cli"}, File: file})
 	if err != nil {
-		return err
+		return errors.New(cliRefusal(err))
 	}
-	for run.Status == engine.StatusPausedWaitingHuman {
+	for run.Status == engine.StatusPausedWaitingHuman && !f.noInteractive {
 		if awaitPaused(ctx, o, run.ID) {
-			// Paused on the await_answers tool: wait until every question is
-			// answered, through the socket or typed here. The check is
-			// level-triggered; released only wakes it early.
+			// Paused on the await_answers tool: the engine resumes it once
+			// every question is answered, through the socket or typed here.
 			fmt.Fprintf(stderr, "run %s waits for the answers to its questions (iterion runs questions %s)\n", run.ID, run.ID)
-			tick := time.NewTicker(time.Second)
-			for ready, _ := o.engine.AwaitReady(ctx, run.ID); !ready; ready, _ = o.engine.AwaitReady(ctx, run.ID) {
-				select {
-				case <-released:
-				case <-tick.C:
-				case <-ctx.Done():
-					tick.Stop()
-					return report(ctx, stdout, o.db, run, dir, f.asJSON)
-				}
+			select {
+			case <-resumed:
+			case <-ctx.Done():
+				return report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
 			}
-			tick.Stop()
-		}
-		if awaitPaused(ctx, o, run.ID) {
-			resuming.Store(true)
-			run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Via: "cli"})
-			resuming.Store(false)
-			if err != nil {
+		} else {
+			if !tty {
+				break
+			}
+			if err := answerPauseHere(ctx, term, stderr, o, run); err != nil {
 				return err
 			}
-			continue
 		}
-		if !tty {
-			break
-		}
-		answers, err := promptPause(ctx, term, stderr, o, run)
-		if err != nil {
-			return err
-		}
-		run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: run.ID, Answers: answers, By: userName(), Via: "cli"})
-		if err != nil {
+		if run, err = waitForRun(ctx, o, run.ID); err != nil {
 			return err
 		}
 	}
-	return report(ctx, stdout, o.db, run, dir, f.asJSON)
+	return report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
 }
 
-// awaitPaused reports whether the run is paused on the await_answers
-// tool (an interaction of kind await is open).
+// answerPauseHere asks, in the terminal, for the answers of the blocking
+// question the run is paused on, until the engine takes them.
+func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) error {
+	for {
+		answers, ixID, err := promptPause(ctx, term, out, o, run)
+		if err != nil {
+			return err
+		}
+		fields := map[string]any{}
+		for k, v := range answers {
+			fields[k] = v
+		}
+		_, err = o.engine.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ixID, Fields: fields, By: userName(), Via: "cli"})
+		var bad *engine.InvalidAnswerError
+		switch {
+		case errors.As(err, &bad):
+			fmt.Fprintf(out, "  not taken: %v\n", bad)
+			continue // asked again
+		case err != nil:
+			return errors.New(cliRefusal(err))
+		}
+		return nil
+	}
+}
+
+// waitForRun waits until the engine's runs have stopped (this command's
+// run is the only one it executes) and returns the run as stored. Ctrl-C
+// stops the run (it can be resumed) and waits for that.
+func waitForRun(ctx context.Context, o *owner, runID string) (*engine.Run, error) {
+	if err := o.engine.Wait(ctx); err != nil {
+		bg := context.WithoutCancel(ctx)
+		if _, err := o.engine.Stop(bg, runID, "interrupted (Ctrl-C)"); err != nil {
+			return nil, err
+		}
+		_ = o.engine.Wait(bg)
+	}
+	return o.db.Run(context.WithoutCancel(ctx), runID)
+}
+
+// awaitPaused reports whether the run is paused on an await (the
+// await_answers tool, or a gate parked in the store): an interaction of
+// kind await is open.
 func awaitPaused(ctx context.Context, o *owner, runID string) bool {
 	ixs, err := o.db.Interactions(ctx, runID)
 	if err != nil {
@@ -364,6 +379,40 @@ func awaitPaused(ctx context.Context, o *owner, runID string) bool {
 		}
 	}
 	return false
+}
+
+// cliRefusal phrases the engine's refusals for a person at the command
+// line, naming the flags and commands that fix them.
+func cliRefusal(err error) string {
+	var verr *engine.VarsError
+	var bad *engine.InvalidAnswerError
+	var changed *engine.WorkflowChangedError
+	switch {
+	case errors.As(err, &verr):
+		var parts []string
+		for _, p := range verr.Problems {
+			switch p.Kind {
+			case engine.ProblemMissing:
+				parts = append(parts, fmt.Sprintf("%s: pass --var %s=…", p, p.Name))
+			default:
+				parts = append(parts, p.String())
+			}
+		}
+		msg := strings.Join(parts, "; ")
+		if len(verr.Declared) > 0 {
+			msg += " (the workflow's vars: " + strings.Join(verr.Declared, ", ") + ")"
+		}
+		return msg
+	case errors.As(err, &bad):
+		var parts []string
+		for _, f := range bad.Fields {
+			parts = append(parts, f.Name+"=…")
+		}
+		return fmt.Sprintf("%v; answer with %s", bad, strings.Join(parts, " "))
+	case errors.As(err, &changed):
+		return fmt.Sprintf("%v: resume with --force to run the new version", changed)
+	}
+	return err.Error()
 }
 
 // terminal reads lines typed in the terminal and hands each either to the
@@ -401,7 +450,7 @@ func (t *terminal) readAnswer() (string, bool) {
 
 // answerLoop answers the oldest pending async question with each line
 // typed while the run goes on.
-func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out io.Writer, after func(context.Context, *engine.AnswerResult) bool) {
+func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out io.Writer) {
 	for line := range t.lines {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -412,20 +461,17 @@ func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out i
 			fmt.Fprintln(out, "  (no open question to answer)")
 			continue
 		}
-		res, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"})
-		if err != nil {
+		if _, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"}); err != nil {
 			fmt.Fprintf(out, "  answer refused: %v\n", err)
-			continue
 		}
-		after(ctx, res)
 	}
 }
 
 // promptPause asks, in a terminal, for the answers of a blocking pause.
-func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) (map[string]string, error) {
+func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) (map[string]string, string, error) {
 	ixs, err := o.db.Interactions(ctx, run.ID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var ix *engine.Interaction
 	for _, candidate := range ixs {
@@ -434,7 +480,7 @@ func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, r
 		}
 	}
 	if ix == nil {
-		return nil, fmt.Errorf("run %s is paused but has no open question", run.ID)
+		return nil, "", fmt.Errorf("run %s is paused but has no open question", run.ID)
 	}
 	if s, ok := ix.Questions["_instructions"].(string); ok {
 		fmt.Fprintf(out, "\n%s\n\n", s)
@@ -451,11 +497,11 @@ func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, r
 		fmt.Fprintf(out, "%s [%v]: ", k, ix.Questions[k])
 		line, ok := term.readAnswer()
 		if !ok {
-			return nil, fmt.Errorf("no answer for %s: the run stays paused (iterion resume --run-id %s --answer %s=…)", k, run.ID, k)
+			return nil, "", fmt.Errorf("no answer for %s: the run stays paused (iterion runs answer %s %s %s=…)", k, run.ID, ix.ID, k)
 		}
 		answers[k] = line
 	}
-	return answers, nil
+	return answers, ix.ID, nil
 }
 
 // report prints the outcome and sets the exit status.
@@ -554,7 +600,7 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 		return err
 	}
 	defer done()
-	o, err := becomeOwner(dir, "iterion runs recover", opts, nil, io.Discard)
+	o, err := becomeOwner(dir, "iterion runs recover", opts, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -598,7 +644,7 @@ func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file s
 		return err
 	}
 	defer done()
-	o, err := becomeOwner(dir, "iterion resume "+runID, opts, nil, io.Discard)
+	o, err := becomeOwner(dir, "iterion resume "+runID, opts, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -619,7 +665,7 @@ func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file s
 	}
 	run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: runID, Answers: answers, Force: force, By: userName(), Via: "cli"})
 	if err != nil {
-		return err
+		return errors.New(cliRefusal(err))
 	}
 	return report(ctx, stdout, o.db, run, dir, asJSON)
 }

@@ -25,8 +25,12 @@ type runsAPI interface {
 	Run(ctx context.Context, id string) (*engine.Run, error)
 	Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error)
 	Pending(ctx context.Context, id string) ([]*engine.Interaction, error)
+	// Interactions lists every question of a run, answered or not.
+	Interactions(ctx context.Context, id string) ([]*engine.Interaction, error)
 	Answer(ctx context.Context, req engine.AnswerRequest) (resumed bool, err error)
 	Cancel(ctx context.Context, id string) (bool, error)
+	// wait waits for the runs an answer resumed in this process.
+	wait(ctx context.Context) error
 	// live reports whether a process executing runs answers.
 	live() bool
 }
@@ -47,10 +51,15 @@ func (a ownerAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction
 	return a.client.Pending(ctx, id)
 }
 
-// Answer sends only the text: the owner records the answer as this
-// process's OS user via cli, whatever req says.
+// Interactions are the pending ones: the owner's API lists no others.
+func (a ownerAPI) Interactions(ctx context.Context, id string) ([]*engine.Interaction, error) {
+	return a.client.Pending(ctx, id)
+}
+
+// Answer sends only the answer: the owner records it as this process's OS
+// user via cli, whatever req says.
 func (a ownerAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, error) {
-	res, err := a.client.Answer(ctx, req.RunID, req.InteractionID, req.Text)
+	res, err := a.client.Answer(ctx, req.RunID, req.InteractionID, api.AnswerBody{Answer: req.Text, Answers: req.Fields})
 	if err != nil {
 		return false, err
 	}
@@ -59,10 +68,39 @@ func (a ownerAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, e
 func (a ownerAPI) Cancel(ctx context.Context, id string) (bool, error) {
 	return a.client.Cancel(ctx, id)
 }
-func (ownerAPI) live() bool { return true }
+func (ownerAPI) wait(context.Context) error { return nil } // the owner executes them
+func (ownerAPI) live() bool                 { return true }
 
-// directAPI reads and writes the store itself, when nobody owns it.
-type directAPI struct{ *storeAccess }
+// directAPI reads and writes the store itself, when nobody owns it; its
+// engine, made when a command needs one, resumes what an answer releases.
+type directAPI struct {
+	*storeAccess
+	dir    string
+	stderr io.Writer
+	eng    *engine.Engine
+	done   func()
+}
+
+func (a *directAPI) engine() (*engine.Engine, error) {
+	if a.eng != nil {
+		return a.eng, nil
+	}
+	prog := &progress{out: a.stderr}
+	opts, done, err := cliEngineOptions(prog.event, "", a.dir, a.stderr)
+	if err != nil {
+		return nil, err
+	}
+	opts.Store = a.db
+	a.eng, a.done = engine.New(opts), done
+	return a.eng, nil
+}
+
+func (a *directAPI) close() {
+	if a.eng != nil {
+		a.eng.Close()
+		a.done()
+	}
+}
 
 func (a directAPI) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error) {
 	return a.db.Runs(ctx, f)
@@ -75,34 +113,63 @@ func (a directAPI) Events(ctx context.Context, id string, after int64, limit int
 	return a.db.Events(ctx, id, after, limit)
 }
 func (a directAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
+	all, err := a.Interactions(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return openQuestions(all), nil
+}
+func (a directAPI) Interactions(ctx context.Context, id string) ([]*engine.Interaction, error) {
 	if _, err := a.db.Run(ctx, id); err != nil {
 		return nil, err
 	}
-	return a.db.Pending(ctx, id, "")
+	return a.db.Interactions(ctx, id)
 }
+
+// Answer goes through an engine of this process: an answer that releases
+// the run resumes it here, as iterion resume would (see wait).
 func (a directAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, error) {
-	_, err := a.db.Answer(ctx, req)
-	return false, err
+	e, err := a.engine()
+	if err != nil {
+		return false, err
+	}
+	res, err := e.Answer(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	return res.Resumed, nil
 }
+
+// Cancel stops the run through the engine: stored cancelled, with the
+// outbox row that tells its PR.
 func (a directAPI) Cancel(ctx context.Context, id string) (bool, error) {
+	e, err := a.engine()
+	if err != nil {
+		return false, err
+	}
 	run, err := a.db.Run(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	if run.Status.Terminal() {
+	if run.Status.Terminal() || run.Status == engine.StatusFailedResumable {
 		return false, fmt.Errorf("run %s is already %s", id, run.Status)
 	}
-	// Nobody executes it: mark it cancelled (it can still be resumed).
-	err = a.db.Commit(ctx, engine.Change{RunID: id, Generation: run.Generation, Status: engine.StatusCancelled,
-		FailureCode: engine.CodeCancelled, Error: "cancelled from the command line",
-		Events: []engine.Event{{Type: engine.EventRunCancelled, Time: time.Now()}}, Sync: true})
-	return err == nil, err
+	return e.Stop(ctx, id, "cancelled by "+userName()+" via cli")
 }
-func (directAPI) live() bool { return false }
+
+func (a directAPI) wait(ctx context.Context) error {
+	if a.eng == nil {
+		return nil
+	}
+	return a.eng.Wait(ctx)
+}
+
+func (*directAPI) live() bool { return false }
 
 // withRuns connects to the store and runs fn.
 func withRuns(cmd *cobra.Command, storeFlag string, fn func(runsAPI) error) error {
-	a, err := access(cmd.Context(), storeDir(storeFlag), nil)
+	dir := storeDir(storeFlag)
+	a, err := access(cmd.Context(), dir, nil)
 	if err != nil {
 		return err
 	}
@@ -110,7 +177,26 @@ func withRuns(cmd *cobra.Command, storeFlag string, fn func(runsAPI) error) erro
 	if a.client != nil {
 		return fn(ownerAPI{a})
 	}
-	return fn(directAPI{a})
+	d := &directAPI{storeAccess: a, dir: dir, stderr: cmd.ErrOrStderr()}
+	defer d.close()
+	return fn(d)
+}
+
+// openQuestions are the questions of a run that wait for an answer: async
+// questions, and the blocking question of a pause (a form, an ask_user),
+// each with the fields its answer takes. The wait of an agent for its
+// async questions is not one: they are listed themselves.
+func openQuestions(all []*engine.Interaction) []*engine.Interaction {
+	var out []*engine.Interaction
+	for _, ix := range all {
+		if ix.Pending() && ix.Kind != engine.KindAwait {
+			if ix.Kind == engine.KindAsync && ix.Fields == nil {
+				ix.Fields = []engine.FormField{{Name: engine.QuestionKey, Type: "string"}}
+			}
+			out = append(out, ix)
+		}
+	}
+	return out
 }
 
 // explain turns store errors into what to do.
@@ -197,7 +283,7 @@ func newRunsCmd() *cobra.Command {
 	events.Flags().BoolVar(&follow, "follow", false, "keep printing new events until the run stops")
 
 	questions := &cobra.Command{
-		Use: "questions RUN", Short: "List a run's pending async questions (JSON)", Args: exactArgs(1, "questions needs a run id"),
+		Use: "questions RUN", Short: "List a run's open questions and forms, with the fields each answer takes (JSON)", Args: exactArgs(1, "questions needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
 				ixs, err := a.Pending(cmd.Context(), args[0])
@@ -211,14 +297,27 @@ func newRunsCmd() *cobra.Command {
 
 	var by string
 	answer := &cobra.Command{
-		Use:   "answer RUN QUESTION TEXT",
-		Short: "Answer an async question; the answer reaches the agent at its next turn",
-		Long: `Answer an async question; the answer reaches the agent at its next turn. The answer is
-recorded as your OS user name via cli.`,
-		Args: exactArgs(3, "answer needs a run id, a question id and the answer text"),
+		Use:   "answer RUN QUESTION (TEXT | FIELD=VALUE…)",
+		Short: "Answer a run's question or form; a run the answer releases continues",
+		Long: `Answer a question of a run: an async question (the answer reaches the agent at its
+next turn), an agent's blocking question, or a human node's form. A form takes one
+FIELD=VALUE per field (each argument is split at its first =); a form of one field
+also takes a bare TEXT. iterion runs questions RUN lists the open questions and
+the fields each takes.
+
+When the answer releases the run (the last question it waits for, a form), the run
+continues: in the process that owns the store, or, when none does, in this one, with
+its progress, as iterion resume would. The answer is recorded as your OS user name
+via cli.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 3 {
+				return usageError{errors.New("answer needs a run id, a question id and the answer (text, or field=value for a form)")}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), a, args[0], args[1], args[2])
+				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), a, args[0], args[1], args[2:])
 			})
 		},
 	}
@@ -236,9 +335,9 @@ recorded as your OS user name via cli.`,
 					return explain(err, "run "+args[0])
 				}
 				if ok {
-					fmt.Fprintf(cmd.OutOrStdout(), "run %s cancelled\n", args[0])
+					fmt.Fprintf(cmd.OutOrStdout(), "run %s cancelled (continue it with: iterion resume --run-id %s)\n", args[0], args[0])
 				} else {
-					fmt.Fprintf(cmd.OutOrStdout(), "run %s is not executing in the store's owner; nothing to cancel\n", args[0])
+					fmt.Fprintf(cmd.OutOrStdout(), "run %s is already over; nothing to cancel\n", args[0])
 				}
 				return nil
 			})
@@ -274,30 +373,96 @@ recorded as your OS user name via cli.`,
 
 // answerQuestion answers as this process's OS user via cli: the name the
 // owner's API records for it, and the one recorded here without an owner.
-func answerQuestion(ctx context.Context, out io.Writer, a runsAPI, runID, iid, text string) error {
-	if strings.TrimSpace(text) == "" {
-		return fmt.Errorf("answer text is required: iterion runs answer %s %s \"your answer\"", runID, iid)
+// A form's arguments are field=value; anything else is one answer text.
+func answerQuestion(ctx context.Context, out io.Writer, a runsAPI, runID, iid string, words []string) error {
+	all, err := a.Interactions(ctx, runID)
+	if err != nil {
+		return explain(err, "run "+runID)
 	}
-	resumed, err := a.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: iid, Text: text, By: api.UserName(os.Getuid()), Via: "cli"})
+	var ix *engine.Interaction
+	for _, candidate := range all {
+		if candidate.ID == iid {
+			ix = candidate
+		}
+	}
+	if ix == nil {
+		return explain(fmt.Errorf("question %s of run %s: %w", iid, runID, engine.ErrNotFound), "answering "+iid)
+	}
+	req := engine.AnswerRequest{RunID: runID, InteractionID: iid, By: api.UserName(os.Getuid()), Via: "cli"}
+	form := ix.Kind == engine.KindBlocking && (len(ix.Fields) > 1 || (len(ix.Fields) == 1 && ix.Fields[0].Name != engine.QuestionKey))
+	if form && (len(words) > 1 || strings.Contains(words[0], "=")) {
+		req.Fields = map[string]any{}
+		for _, w := range words {
+			k, v, ok := strings.Cut(w, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return usageError{fmt.Errorf("%q: a form's answer is field=value for each field (%s)", w, fieldList(ix.Fields))}
+			}
+			req.Fields[strings.TrimSpace(k)] = v
+		}
+	} else {
+		req.Text = strings.Join(words, " ")
+		if strings.TrimSpace(req.Text) == "" {
+			return usageError{fmt.Errorf("answer text is required: iterion runs answer %s %s \"your answer\"", runID, iid)}
+		}
+	}
+	resumed, err := a.Answer(ctx, req)
+	var await *engine.AwaitError
+	var bad *engine.InvalidAnswerError
+	var apiErr *api.Error
 	switch {
-	case errors.Is(err, engine.ErrNotAsync):
-		return fmt.Errorf("%s is a blocking question, not an async one: answer it with iterion resume --run-id %s --answer <field>=<value>", iid, runID)
-	case errors.Is(err, engine.ErrAlreadyAnswered):
+	case errors.As(err, &await):
+		return fmt.Errorf("%s is the agent's wait, not a question: answer the questions it waits for (%s)", iid, strings.Join(await.Pending, ", "))
+	case errors.As(err, &bad):
+		return fmt.Errorf("%v: answer with iterion runs answer %s %s %s", bad, runID, iid, fieldArgs(bad.Fields))
+	case errors.As(err, &apiErr) && apiErr.Code == "invalid_answer":
+		return fmt.Errorf("%s: answer with iterion runs answer %s %s %s", apiErr.Message, runID, iid, fieldArgs(apiErr.Fields))
+	case errors.Is(err, engine.ErrAlreadyAnswered), errors.Is(err, engine.ErrStatusChanged):
 		return err
 	case err != nil:
-		return explain(err, "answering "+iid)
+		return explain(errors.New(cliRefusal(err)), "answering "+iid)
 	}
 	fmt.Fprintf(out, "answer to %s recorded\n", iid)
 	switch {
+	case resumed && a.live():
+		fmt.Fprintf(out, "run %s continues in the store's owner\n", runID)
 	case resumed:
-		fmt.Fprintf(out, "run %s resumed\n", runID)
+		fmt.Fprintf(out, "run %s continues here\n", runID)
+		if err := a.wait(ctx); err != nil {
+			return err
+		}
+		run, err := a.Run(context.WithoutCancel(ctx), runID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "run %s is %s\n", runID, run.Status)
 	case !a.live():
 		run, err := a.Run(ctx, runID)
-		if err == nil && run.Status != engine.StatusFinished && run.Status != engine.StatusFailed {
-			fmt.Fprintf(out, "no iterion process is executing run %s (%s); continue it with: iterion resume --run-id %s\n", runID, run.Status, runID)
+		if err == nil && run.Status == engine.StatusRunning {
+			fmt.Fprintf(out, "no iterion process is executing run %s; continue it with: iterion resume --run-id %s\n", runID, runID)
 		}
 	}
 	return nil
+}
+
+// fieldList names a form's fields with their types.
+func fieldList(fields []engine.FormField) string {
+	var parts []string
+	for _, f := range fields {
+		parts = append(parts, f.Name+" ("+f.Type+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fieldArgs is the field=value arguments a form's answer takes.
+func fieldArgs(fields []engine.FormField) string {
+	var parts []string
+	for _, f := range fields {
+		if f.Name == engine.QuestionKey {
+			return "\"your answer\""
+		}
+		parts = append(parts, f.Name+"=…")
+	}
+	return strings.Join(parts, " ")
 }
 
 func printEvents(ctx context.Context, out io.Writer, a runsAPI, runID string, follow bool) error {

@@ -13,13 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/bot/api"
-	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -83,12 +81,6 @@ write instead, and nothing starts.`,
 	return cmd
 }
 
-// runGroup tracks the runs this server executes, for a graceful stop.
-type runGroup struct {
-	wg  sync.WaitGroup
-	ctx context.Context
-}
-
 // serve runs the server with cfg, from serveSettings, until ctx ends.
 func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error {
 	addr, dir := cfg.Addr, cfg.Store
@@ -116,46 +108,41 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	opts.Logger = log
 	opts.Redactor = redact
 	ghCfg.redact = redact
-	var relay atomic.Pointer[ghbot.Relay]
-	// The API may be called, and runs may end, before becomeOwnerWith returns.
-	var ready atomic.Pointer[owner]
-	relayHook := func(engine.Event) {}
-	if withGitHub {
-		relayHook = relayOnEvent(&relay)
-	}
-	opts.OnEvent = func(ev engine.Event) {
-		relayHook(ev)
-		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
-			removeEndedWorkspace(ready.Load(), ev.RunID, log)
-		}
-	}
-	// Runs outlive the requests that start them, but not the server.
-	runs := &runGroup{ctx: context.WithoutCancel(ctx)}
-	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
-		o := ready.Load()
-		if o == nil {
-			return nil, errors.New("the server is starting; try again")
-		}
-		c, _ := api.CallerFrom(ctx)
-		return launchRun(o, runs, log, req, c.Name)
-	}
-	var afterAnswer atomic.Pointer[func(context.Context, *engine.AnswerResult) bool]
-	after := func(ctx context.Context, res *engine.AnswerResult) bool {
-		if f := afterAnswer.Load(); f != nil {
-			return (*f)(ctx, res)
-		}
-		return false
-	}
-	o, err := becomeOwnerWith(dir, "iterion serve", opts, after, io.Discard, launch)
+
+	o, err := openOwner(dir, "iterion serve", io.Discard)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
-	res := &resumer{o: o, runs: runs, log: log}
-	resume := res.released
-	afterAnswer.Store(&resume)
-	ready.Store(o)
-	recoverInterrupted(o, runs, log)
+	// A run that recorded no workspace gets its own empty one: never the
+	// server's directory.
+	opts.WorkDir = func(r *engine.Run) (string, error) { return prepareWorkDir(o, r.ID) }
+	var gh *githubApp
+	if withGitHub {
+		if gh, err = newGitHubApp(ctx, ghCfg, o, log); err != nil {
+			return err
+		}
+	}
+	opts.OnEvent = func(ev engine.Event) {
+		if gh != nil {
+			gh.onEvent(ev)
+		}
+		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
+			removeEndedWorkspace(o, ev.RunID, log)
+		}
+	}
+	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
+		c, _ := api.CallerFrom(ctx)
+		return launchRun(ctx, o, req, c.Name)
+	}
+	if err := o.start(opts, launch); err != nil {
+		return err
+	}
+	// Runs go on in the engine's run group; at the end the server gives
+	// them shutdown_grace and leaves the rest to the next start.
+	if _, err := o.engine.Recover(ctx); err != nil {
+		log.Error("recovering the runs of the previous process failed", "err", err)
+	}
 	// Workspaces of runs stopped long ago go, GitHub's and the API's alike;
 	// waited for before the store closes.
 	var sweeping sync.WaitGroup
@@ -174,12 +161,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	if withGitHub {
+	if gh != nil {
 		// The worker stops with ctx, before the store closes.
-		workerDone, err := serveGitHub(ctx, ghCfg, o, runs, log, mux, after, res, &relay)
-		if err != nil {
-			return err
-		}
+		workerDone := gh.serve(ctx, o, mux)
 		defer func() { <-workerDone }()
 		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
 	} else {
@@ -210,20 +194,17 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
-	done := make(chan struct{})
-	go func() { runs.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-sctx.Done():
+	if o.engine.Wait(sctx) != nil {
 		log.Warn("runs still in flight continue at the next start")
 	}
 	return nil
 }
 
-// launchRun compiles a workflow, resolves its vars and starts it in the
-// background, recording actor (the API's authenticated caller) as who
-// started it.
-func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest, actor string) (*engine.Run, error) {
+// launchRun compiles a workflow file of the server's directory and
+// launches it in a workspace of its own, recording actor (the API's
+// authenticated caller) as who started it. What the caller can fix is a
+// *api.BadRequestError saying what.
+func launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor string) (*engine.Run, error) {
 	bad := func(format string, args ...any) error { return &api.BadRequestError{Err: fmt.Errorf(format, args...)} }
 	path := filepath.Clean(req.FilePath)
 	if filepath.IsAbs(path) || strings.HasPrefix(path, "..") {
@@ -237,55 +218,31 @@ func launchRun(o *owner, runs *runGroup, log *slog.Logger, req api.LaunchRequest
 	if ds.HasErrors() {
 		return nil, bad("%s has errors:\n%s", path, dsl.RenderString(ds, map[string][]byte{path: src}))
 	}
-	vars, err := engine.ResolveVars(w, req.Vars, req.Preset)
-	if err != nil {
-		return nil, bad("%s: %v", path, err)
-	}
 	id := req.RunID
 	if id == "" {
 		id = engine.NewRunID(time.Now())
 	} else if !engine.ValidRunID(id) {
 		return nil, bad("run_id %q: use 1 to 64 of a-z, 0-9 and -", id)
 	}
-	if _, err := o.db.Run(context.Background(), id); err == nil {
-		return nil, bad("run %s already exists", id)
+	// Checked before its workspace is made; Launch checks again.
+	if _, err := engine.ResolveVars(w, req.Vars, req.Preset); err != nil {
+		return nil, bad("%s: %v", path, err)
 	}
-	// Reported to the caller now, not logged after a 201.
 	if err := o.engine.Preflight(w); err != nil {
 		return nil, bad("%s cannot run on this server: %v", path, err)
+	}
+	if _, err := o.db.Run(ctx, id); err == nil {
+		return nil, bad("run %s already exists", id)
 	}
 	// Its own empty workspace: never the server's directory.
 	dir, err := prepareWorkDir(o, id)
 	if err != nil {
 		return nil, err
 	}
-	runs.wg.Go(func() {
-		if _, err := o.engine.Start(runs.ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: vars, Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path, WorkDir: dir}); err != nil {
-			log.Error("starting a run failed", "run", id, "err", err)
-		}
-	})
-	return &engine.Run{ID: id, Status: engine.StatusRunning, Workflow: w.Name}, nil
-}
-
-// recoverInterrupted continues, in the background, every run a previous
-// process left running.
-func recoverInterrupted(o *owner, runs *runGroup, log *slog.Logger) {
-	interrupted, err := o.db.Runs(context.Background(), engine.RunFilter{Status: engine.StatusRunning})
-	if err != nil {
-		log.Error("listing interrupted runs failed", "err", err)
-		return
+	run, err := o.engine.Launch(ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: req.Vars, Preset: req.Preset,
+		Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path, WorkDir: dir})
+	if errors.Is(err, engine.ErrRunExists) {
+		return nil, bad("run %s already exists", id)
 	}
-	for _, r := range interrupted {
-		w, err := loadWorkflow(io.Discard, r.File)
-		if err != nil {
-			log.Error("an interrupted run cannot continue", "run", r.ID, "err", err)
-			continue
-		}
-		log.Info("continuing an interrupted run", "run", r.ID)
-		runs.wg.Go(func() {
-			if _, err := o.engine.Resume(runs.ctx, engine.ResumeRequest{Workflow: w, RunID: r.ID, Force: true, WorkDir: resumeDir(o, r), Via: "recovery", Expect: engine.StatusRunning}); err != nil {
-				log.Error("continuing an interrupted run failed", "run", r.ID, "err", err)
-			}
-		})
-	}
+	return run, err
 }
