@@ -311,6 +311,7 @@ func (e *Engine) stop(ctx context.Context, runID, reason string) (bool, error) {
 	if err := e.store.Commit(ctx, cancelChange(run, reason)); err != nil {
 		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
 	}
+	e.notify(Event{Type: EventRunCancelled, RunID: run.ID, Time: e.now(), Data: map[string]any{"reason": reason}})
 	return true, nil
 }
 
@@ -324,6 +325,7 @@ func (e *Engine) endIfStopped(ctx context.Context, runID string) (bool, error) {
 	if err := e.store.Commit(ctx, cancelChange(run, run.StopRequested)); err != nil {
 		return false, fmt.Errorf("cancelling run %s: %w", run.ID, err)
 	}
+	e.notify(Event{Type: EventRunCancelled, RunID: runID, Time: e.now(), Data: map[string]any{"reason": run.StopRequested}})
 	e.log.Info("run ended", "run", runID, "status", StatusCancelled, "code", CodeCancelled)
 	return true, nil
 }

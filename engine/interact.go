@@ -164,6 +164,8 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		}
 		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
 	}
+	ev.RunID = run.ID
+	e.notify(ev)
 	if req.Recorded != nil {
 		req.Recorded()
 	}

@@ -57,7 +57,7 @@ func BenchmarkCLIAnswerReleasesGate(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		id := fmt.Sprintf("g-%d", i)
-		owner := exec.Command(os.Args[0], "run", wf, "--store-dir", st, "--run-id", id, "--no-interactive")
+		owner := exec.Command(os.Args[0], "run", wf, "--store-dir", st, "--run-id", id)
 		owner.Env = append(os.Environ(), "ITERION_TEST_MAIN=1")
 		stderr, _ := owner.StderrPipe()
 		if err := owner.Start(); err != nil {

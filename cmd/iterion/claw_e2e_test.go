@@ -31,7 +31,7 @@ func TestClawAwaitToolThroughTheCLI(t *testing.T) {
 	done := make(chan string, 1)
 	go func() {
 		var out bytes.Buffer
-		code := run(context.Background(), []string{"run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "cl-1", "--no-interactive"}, &out, pw)
+		code := run(context.Background(), []string{"run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "cl-1"}, &out, pw)
 		pw.Close()
 		done <- fmt.Sprintf("%d %s", code, out.String())
 	}()
@@ -145,7 +145,7 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 			done := make(chan string, 1)
 			go func() {
 				var out bytes.Buffer
-				code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "mid", "--no-interactive"}, &out, pw)
+				code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "mid"}, &out, pw)
 				pw.Close()
 				done <- fmt.Sprintf("%d %s", code, out.String())
 			}()

@@ -218,7 +218,7 @@ func TestCrashWhileParkedKeepsTheDeadline(t *testing.T) {
 func TestCrashAfterAnswerCommittedLosesNothing(t *testing.T) {
 	st := filepath.Join(t.TempDir(), "st")
 	wf, _ := filepath.Abs("../../examples/async-questions/main.bot")
-	owner := child(t, engine.FailAnswerCommitted, "run", wf, "--store-dir", st, "--run-id", "a1", "--no-interactive")
+	owner := child(t, engine.FailAnswerCommitted, "run", wf, "--store-dir", st, "--run-id", "a1")
 	stderr, err := owner.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

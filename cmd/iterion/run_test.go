@@ -67,18 +67,25 @@ func TestRunPauseResume(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "rel-1") || !strings.Contains(out, "paused_waiting_human") {
 		t.Errorf("runs list: exit %d\n%s", code, out)
 	}
-	// A blocking question is answered with resume, not runs answer.
+	// A form takes field=value for each field; a bare text is refused,
+	// naming the fields.
 	code, _, errOut = runCLI(t, "runs", "answer", "rel-1", "rel-1_approve", "yes", "--store-dir", st)
-	if code != exitError || !strings.Contains(errOut, "iterion resume --run-id rel-1") {
-		t.Errorf("runs answer on a blocking question: exit %d, %s", code, errOut)
+	if code != exitError || !strings.Contains(errOut, `missing answer for "approved" (bool)`) || !strings.Contains(errOut, "iterion runs answer rel-1 rel-1_approve approved=… reason=…") {
+		t.Errorf("runs answer with a bare text to a form: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "runs", "answer", "rel-1", "rel-1_approve", "approved=perhaps", "reason=x", "--store-dir", st)
+	if code != exitError || !strings.Contains(errOut, `"perhaps" is not a yes/no answer`) {
+		t.Errorf("runs answer with a bad field: exit %d, %s", code, errOut)
 	}
 	code, _, errOut = runCLI(t, "resume", "--run-id", "rel-1", "--store-dir", st, "--answer", "approved=perhaps", "--answer", "reason=x")
 	if code != exitError || !strings.Contains(errOut, `"perhaps" is not a yes/no answer`) {
 		t.Errorf("bad answer: exit %d, %s", code, errOut)
 	}
-	code, out, errOut = runCLI(t, "resume", "--run-id", "rel-1", "--store-dir", st, "--answer", "approved=yes", "--answer", "reason=tested")
-	if code != exitOK || !strings.Contains(out, "run rel-1 finished") {
-		t.Errorf("resume: exit %d\n%s%s", code, out, errOut)
+	// Nobody owns the store: the answer that releases the run resumes it
+	// in the answering command.
+	code, out, errOut = runCLI(t, "runs", "answer", "rel-1", "rel-1_approve", "approved=yes", "reason=tested, it's fine", "--store-dir", st)
+	if code != exitOK || !strings.Contains(out, "run rel-1 continues here") || !strings.Contains(out, "run rel-1 is finished") {
+		t.Errorf("runs answer: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
@@ -148,7 +155,9 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "async-1", "--no-interactive")
+		// Not a terminal: the run waits at its gate for answers through
+		// the socket.
+		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "async-1")
 		done <- result{code, out, errOut}
 	}()
 	ids := <-a.posted
@@ -171,7 +180,7 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 		t.Errorf("first question = %+v", listed.Interactions[0])
 	}
 	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], " ", "--store-dir", st)
-	if code != exitError || !strings.Contains(errOut, "answer text is required") {
+	if code != exitUsage || !strings.Contains(errOut, "answer text is required") {
 		t.Errorf("empty answer: exit %d, %s", code, errOut)
 	}
 	code, _, errOut = runCLI(t, "runs", "answer", "async-1", "async-1_draft_async_9", "MIT", "--store-dir", st)
@@ -192,6 +201,35 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
 	if code != exitError || !strings.Contains(errOut, "already answered") {
 		t.Errorf("second answer: exit %d, %s", code, errOut)
+	}
+}
+
+// With --no-interactive, a run that must wait for answers ends the
+// command (exit 0), parked in the store with its gate's deadline; the
+// answer that releases it resumes it in the answering command.
+func TestNoInteractiveParksAtTheGate(t *testing.T) {
+	a := &asker{posted: make(chan []string, 1)}
+	old := backends
+	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
+	t.Cleanup(func() { backends = old })
+	st := filepath.Join(t.TempDir(), "st")
+	code, out, errOut := runCLI(t, "run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "park-1", "--no-interactive")
+	ids := <-a.posted
+	if code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"run park-1 waits for answers to: " + ids[0] + ", " + ids[1], "iterion runs answer park-1 " + ids[0] + " \"your answer\""} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run's output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCLI(t, "runs", "answer", "park-1", ids[0], "MIT", "--store-dir", st)
+	if code != exitOK || strings.Contains(out, "continues") {
+		t.Fatalf("first answer: exit %d\n%s%s; want it recorded, the run still waiting", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "runs", "answer", "park-1", ids[1], "Go 1.26", "--store-dir", st)
+	if code != exitOK || !strings.Contains(out, "run park-1 continues here") || !strings.Contains(out, "run park-1 is finished") {
+		t.Fatalf("last answer: exit %d\n%s%s; want the run resumed here and finished", code, out, errOut)
 	}
 }
 
@@ -236,7 +274,9 @@ func TestAwaitToolPauseResumesByItself(t *testing.T) {
 	done := make(chan string, 1)
 	go func() {
 		var out bytes.Buffer
-		code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "dep-1", "--no-interactive"}, &out, pw)
+		// Not a terminal, and prompts not refused: the command waits for
+		// the answers through its socket.
+		code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "dep-1"}, &out, pw)
 		pw.Close()
 		done <- fmt.Sprintf("%d %s", code, out.String())
 	}()
@@ -253,7 +293,7 @@ func TestAwaitToolPauseResumesByItself(t *testing.T) {
 	id := <-a.posted
 	<-paused
 	code, out, errOut := runCLI(t, "runs", "answer", "dep-1", id, "eu-west", "--store-dir", st)
-	if code != exitOK || !strings.Contains(out, "run dep-1 resumed") {
+	if code != exitOK || !strings.Contains(out, "run dep-1 continues in the store's owner") {
 		t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
 	}
 	if got := <-a.resumed; !strings.Contains(got, "A: eu-west") || !strings.HasPrefix(got, "All posted questions are answered:") {

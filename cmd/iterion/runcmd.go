@@ -509,12 +509,22 @@ func report(ctx context.Context, out io.Writer, db interface {
 	Interactions(context.Context, string) ([]*engine.Interaction, error)
 }, run *engine.Run, dir string, asJSON bool) error {
 	res := map[string]any{"run_id": run.ID, "workflow": run.Workflow, "store": dir, "status": run.Status, "file": run.File}
+	var waits []string // the async questions an await waits for
+	var form *engine.Interaction
 	if run.Status == engine.StatusPausedWaitingHuman {
 		ixs, _ := db.Interactions(ctx, run.ID)
 		for _, ix := range ixs {
-			if ix.Kind != engine.KindAsync && ix.Pending() {
-				res["node_id"], res["interaction_id"], res["questions"] = ix.NodeID, ix.ID, ix.Questions
+			switch {
+			case !ix.Pending():
+			case ix.Kind == engine.KindAsync:
+				waits = append(waits, ix.ID)
+			case ix.Kind == engine.KindBlocking:
+				form = ix
+				res["node_id"], res["interaction_id"], res["questions"], res["fields"] = ix.NodeID, ix.ID, ix.Questions, ix.Fields
 			}
+		}
+		if form == nil {
+			res["waiting_for"] = waits
 		}
 	}
 	if run.FailureCode != "" {
@@ -529,7 +539,16 @@ func report(ctx context.Context, out io.Writer, db interface {
 		case engine.StatusFinished:
 			fmt.Fprintf(out, "run %s finished\n", run.ID)
 		case engine.StatusPausedWaitingHuman:
-			fmt.Fprintf(out, "run %s paused at %v waiting for %v\ncontinue it with: iterion resume --run-id %s --answer <field>=<value>\n", run.ID, res["node_id"], res["interaction_id"], run.ID)
+			if form != nil {
+				fmt.Fprintf(out, "run %s paused at %s, waiting for %s (%s)\nanswer it with: iterion runs answer %s %s %s\n",
+					run.ID, form.NodeID, form.ID, fieldList(form.Fields), run.ID, form.ID, fieldArgs(form.Fields))
+				break
+			}
+			fmt.Fprintf(out, "run %s waits for answers to: %s\n", run.ID, strings.Join(waits, ", "))
+			for _, id := range waits {
+				fmt.Fprintf(out, "  answer with: iterion runs answer %s %s \"your answer\"\n", run.ID, id)
+			}
+			fmt.Fprintln(out, "the last answer continues the run")
 		default:
 			fmt.Fprintf(out, "run %s %s [%s]: %s\n", run.ID, run.Status, run.FailureCode, run.Error)
 			if run.Status.Resumable() {

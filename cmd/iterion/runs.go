@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -91,6 +92,8 @@ func (a *directAPI) engine() (*engine.Engine, error) {
 		return nil, err
 	}
 	opts.Store = a.db
+	// A resume this command starts reports its problems here.
+	opts.Logger = slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a.eng, a.done = engine.New(opts), done
 	return a.eng, nil
 }
@@ -128,7 +131,7 @@ func (a directAPI) Interactions(ctx context.Context, id string) ([]*engine.Inter
 
 // Answer goes through an engine of this process: an answer that releases
 // the run resumes it here, as iterion resume would (see wait).
-func (a directAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, error) {
+func (a *directAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, error) {
 	e, err := a.engine()
 	if err != nil {
 		return false, err
@@ -142,7 +145,7 @@ func (a directAPI) Answer(ctx context.Context, req engine.AnswerRequest) (bool, 
 
 // Cancel stops the run through the engine: stored cancelled, with the
 // outbox row that tells its PR.
-func (a directAPI) Cancel(ctx context.Context, id string) (bool, error) {
+func (a *directAPI) Cancel(ctx context.Context, id string) (bool, error) {
 	e, err := a.engine()
 	if err != nil {
 		return false, err
@@ -157,7 +160,7 @@ func (a directAPI) Cancel(ctx context.Context, id string) (bool, error) {
 	return e.Stop(ctx, id, "cancelled by "+userName()+" via cli")
 }
 
-func (a directAPI) wait(ctx context.Context) error {
+func (a *directAPI) wait(ctx context.Context) error {
 	if a.eng == nil {
 		return nil
 	}

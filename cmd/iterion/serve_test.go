@@ -75,9 +75,17 @@ func TestServe(t *testing.T) {
 	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "../x.bot"}`); code != 400 || !strings.Contains(out["error"].(string), "relative") {
 		t.Errorf("launch outside = %d %v", code, out)
 	}
-	code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot", "run_id": "api-1", "vars": {"n": "41"}}`)
+	if code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot", "vars": {"n": 4.5}}`); code != 400 || !strings.Contains(out["error"].(string), "var n: 4.5 is not a whole number") {
+		t.Errorf("launch with a fractional int var = %d %v", code, out)
+	}
+	// A typed var takes a JSON number.
+	code, out := call("POST", "/api/runs", "tok", `{"file_path": "w.bot", "run_id": "api-1", "vars": {"n": 41}}`)
 	if code != http.StatusCreated || out["run_id"] != "api-1" {
 		t.Fatalf("launch = %d %v", code, out)
+	}
+	// Launch stored the run's record before it answered.
+	if code, _ := call("GET", "/api/runs/api-1", "tok", ""); code != http.StatusOK {
+		t.Fatalf("the launched run is not stored yet: GET = %d", code)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -86,10 +94,7 @@ func TestServe(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("run api-1 did not finish (status %q)", status)
 		}
-		code, run := call("GET", "/api/runs/api-1", "tok", "")
-		if code == http.StatusNotFound {
-			continue // launched, its record not written yet
-		}
+		_, run := call("GET", "/api/runs/api-1", "tok", "")
 		status, _ = run["status"].(string)
 		if trigger, _ := run["trigger"].(map[string]any); trigger["actor"] != "deploy-bot" {
 			t.Fatalf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
@@ -155,4 +160,99 @@ func TestServeRefusesAppWithoutSecret(t *testing.T) {
 
 func writeFileAt(path, content string) error {
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// A human node's form, paused under serve, is listed with its fields and
+// answered through REST and through iterion runs answer; either way the
+// server resumes the run, which finishes.
+func TestServeHumanForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("ITERION_API_TOKEN", "tok")
+	if err := writeFileAt(filepath.Join(dir, "h.bot"), humanWorkflow); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
+		t.Fatalf("serve did not start: %q", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	call := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	// waitFor polls the run's status: serve's API has no event stream.
+	waitFor := func(id, status string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for got := ""; got != status; <-tick.C {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s is %q, not %s", id, got, status)
+			}
+			_, r := call("GET", "/api/runs/"+id, "")
+			got, _ = r["status"].(string)
+		}
+	}
+	for _, id := range []string{"form-rest", "form-cli"} {
+		if code, out := call("POST", "/api/runs", `{"file_path": "h.bot", "run_id": "`+id+`", "vars": {"version": "2.0"}}`); code != http.StatusCreated {
+			t.Fatalf("launch %s = %d %v", id, code, out)
+		}
+		waitFor(id, "paused_waiting_human")
+	}
+	code, out := call("GET", "/api/runs/form-rest/interactions/pending", "")
+	ixs, _ := out["interactions"].([]any)
+	if code != 200 || len(ixs) != 1 {
+		t.Fatalf("pending = %d %v, want the form", code, out)
+	}
+	fields, _ := ixs[0].(map[string]any)["fields"].([]any)
+	if len(fields) != 2 {
+		t.Errorf("the form lists fields %v, want approved and reason", fields)
+	}
+	path := "/api/runs/form-rest/interactions/form-rest_approve/answer"
+	if code, out := call("POST", path, `{"answer": "yes", "answers": {"approved": true}}`); code != 400 {
+		t.Errorf("answer and answers = %d %v, want 400", code, out)
+	}
+	if code, out := call("POST", path, `{"answers": {"approved": "perhaps", "reason": "x"}}`); code != 400 || !strings.Contains(out["error"].(string), `"perhaps" is not a yes/no answer`) {
+		t.Errorf("bad answer = %d %v, want 400 naming the field", code, out)
+	}
+	if code, out := call("POST", path, `{"answers": {"approved": true, "reason": "tests pass"}}`); code != 200 || out["resumed"] != true {
+		t.Fatalf("answer = %d %v", code, out)
+	}
+	waitFor("form-rest", "finished")
+
+	if code, out, errOut := runCLI(t, "runs", "questions", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, `"name": "approved"`) {
+		t.Errorf("runs questions: exit %d\n%s%s", code, out, errOut)
+	}
+	code, stdout, errOut := runCLI(t, "runs", "answer", "form-cli", "form-cli_approve", "approved=yes", "reason=ok", "--store-dir", "st")
+	if code != exitOK || !strings.Contains(stdout, "run form-cli continues in the store's owner") {
+		t.Fatalf("runs answer: exit %d\n%s%s", code, stdout, errOut)
+	}
+	waitFor("form-cli", "finished")
+	if code, out, _ := runCLI(t, "runs", "cancel", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "already over") {
+		t.Errorf("cancel of a finished run: exit %d %s", code, out)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exited %d", code)
+	}
 }
