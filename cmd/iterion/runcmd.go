@@ -412,6 +412,10 @@ func cliRefusal(err error) string {
 	case errors.As(err, &changed):
 		return fmt.Sprintf("%v: resume with --force to run the new version", changed)
 	}
+	var unanswered *engine.UnansweredError
+	if errors.As(err, &unanswered) {
+		return fmt.Sprintf("%v: answer them with iterion runs answer %s QUESTION \"your answer\" (the last answer continues the run)", unanswered, unanswered.RunID)
+	}
 	return err.Error()
 }
 
