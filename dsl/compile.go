@@ -136,6 +136,19 @@ type compiler struct {
 	fallbackBackends map[string][]namedValue
 	// commands are the tool commands, for the raw-reference check.
 	commands []toolCommand
+	// outputSets and inputSets memoize outputFields and inputFields.
+	outputSets, inputSets map[*Node]*fieldSet
+	// producerIdx memoizes producers, once the graph is built.
+	producerIdx *producerIndex
+	// promptRefs are the positioned references of each prompt body.
+	promptRefs map[*PromptDecl][]siteRef
+	// refUses counts the references recorded in sites; past
+	// MaxReferenceUses, refsStopped is set and no more are recorded.
+	refUses     int
+	refsStopped bool
+	// schemaSets are the field sets of schemas, shared by the nodes that
+	// use each one.
+	schemaSets map[*Schema]*fieldSet
 	// names of declarations, for "did you mean" hints
 	nodeNames, schemaNames, promptNames []string
 }
@@ -197,6 +210,10 @@ func Compile(f *File) (*Workflow, Diagnostics) {
 		loopFirst:        map[string]*LoopClause{},
 		computeKeys:      map[string][]string{},
 		fallbackBackends: map[string][]namedValue{},
+		outputSets:       map[*Node]*fieldSet{},
+		inputSets:        map[*Node]*fieldSet{},
+		promptRefs:       map[*PromptDecl][]siteRef{},
+		schemaSets:       map[*Schema]*fieldSet{},
 	}
 	c.w = &Workflow{
 		File: f.Name, Profile: f.Profile,

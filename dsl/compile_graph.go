@@ -407,20 +407,23 @@ func boolIndex(b bool) int {
 }
 
 func (c *compiler) checkConditionField(n *Node, e *Edge) {
-	names, known := c.outputFields(n)
-	if !known {
+	out := c.outputFields(n)
+	if !out.known {
 		return
 	}
 	start, end := c.edgeRange(e)
 	if st := c.edgeSrc[e].stmt; st != nil && st.When != nil && st.When.Field != nil {
 		start, end = st.When.Field.Start, st.When.Field.End
 	}
-	if !slices.Contains(names, e.When.Field) {
+	if !out.has(e.When.Field) {
+		if c.sink.skip(SevError) {
+			return
+		}
 		where, hint := "the expressions", fmt.Sprintf("add %s: \"…\" under expr:", e.When.Field)
 		if n.Output != nil {
 			where, hint = fmt.Sprintf("output schema %q", n.Output.Name), fmt.Sprintf("add %s: bool to schema %s", e.When.Field, n.Output.Name)
 		}
-		if near := nearest(e.When.Field, names); near != "" {
+		if near := nearest(e.When.Field, out.names); near != "" {
 			hint = fmt.Sprintf("did you mean %q?", near)
 		}
 		d := c.sink.add(SevError, ConditionUnknownField, Range{Start: start, End: end},
@@ -431,7 +434,7 @@ func (c *compiler) checkConditionField(n *Node, e *Edge) {
 	if n.Output == nil {
 		return // a compute field's type is only known at run time
 	}
-	f := n.Output.Field(e.When.Field)
+	f := out.field(e.When.Field)
 	if f.Type.Kind != TypeBool || f.Type.List {
 		d := c.sink.add(SevError, ConditionNotBool, Range{Start: start, End: end},
 			fmt.Sprintf("edge %s: condition field %q is %s, not bool, in output schema %q", e.ID(), f.Name, f.Type, n.Output.Name),
@@ -465,27 +468,18 @@ func (c *compiler) checkRouter(n *Node, out, bare []*Edge) {
 	}
 }
 
-// reachFrom returns the nodes reachable from id (id included).
-func (c *compiler) reachFrom(id string) map[string]bool { return c.walk(id, true) }
-
-// reachTo returns the nodes from which id is reachable (id included).
-func (c *compiler) reachTo(id string) map[string]bool { return c.walk(id, false) }
-
-// walk is a breadth-first search over the edges, forward or backward.
-func (c *compiler) walk(id string, forward bool) map[string]bool {
+// reachFrom returns the nodes reachable from id (id included), by a
+// breadth-first search.
+func (c *compiler) reachFrom(id string) map[string]bool {
 	seen := map[string]bool{id: true}
 	queue := []string{id}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		edges, next := c.w.in[cur], func(e *Edge) string { return e.From }
-		if forward {
-			edges, next = c.w.out[cur], func(e *Edge) string { return e.To }
-		}
-		for _, e := range edges {
-			if n := next(e); !seen[n] {
-				seen[n] = true
-				queue = append(queue, n)
+		for _, e := range c.w.out[cur] {
+			if !seen[e.To] {
+				seen[e.To] = true
+				queue = append(queue, e.To)
 			}
 		}
 	}
@@ -748,25 +742,22 @@ func (c *compiler) checkRefs() {
 			published[n.Publish] = true
 		}
 	}
-	inLoop := map[string]bool{}
-	for _, e := range c.w.Edges {
-		if e.Loop != nil {
-			// Every node on a cycle through a loop edge is in the loop.
-			back := c.reachTo(e.From)
-			for id := range c.reachFrom(e.To) {
-				if back[id] {
-					inLoop[id] = true
+	g := newNodeGraph(c.w)
+	// Every node on a cycle through a loop edge is in the loop.
+	inLoop := g.loopNodes(c.w)
+	// The producers some reader needs to run after (C036), asked of one
+	// shared reachability computation.
+	var producers []string
+	for _, s := range c.sites {
+		for _, r := range s.refs {
+			if r.ns == "outputs" && len(r.path) > 0 && c.w.nodes[r.path[0]] != nil {
+				if reader := s.reader(); reader != "" && reader != r.path[0] && c.w.Entry != "" {
+					producers = append(producers, r.path[0])
 				}
 			}
 		}
 	}
-	reach := map[string]map[string]bool{}
-	reaches := func(from, to string) bool {
-		if reach[from] == nil {
-			reach[from] = c.reachFrom(from)
-		}
-		return reach[from][to]
-	}
+	reaches := g.reachabilityFrom(producers).reaches
 	for _, s := range c.sites {
 		for _, r := range s.refs {
 			c.checkRef(s, r, published, inLoop, reaches)
@@ -838,13 +829,13 @@ func (c *compiler) checkInputRef(s *refSite, r siteRef, show string) {
 		if src == nil {
 			return
 		}
-		names, known := c.outputFields(src)
-		if !known {
+		out := c.outputFields(src)
+		if !out.known {
 			c.refErr(s, r, SevWarning, SchemalessOutput, fmt.Sprintf("declare output: on %q", src.ID), "reference %s reads node %q which has no output schema; it cannot be checked", show, src.ID)
 			return
 		}
-		if !slices.Contains(names, field) {
-			c.refErr(s, r, SevError, UnknownInputField, fieldHint(field, names), "reference %s: %q is not a field of the output of %q (%s)", show, field, src.ID, strings.Join(names, ", "))
+		if !out.has(field) && !c.sink.skip(SevError) {
+			c.refErr(s, r, SevError, UnknownInputField, fieldHint(field, out.names), "reference %s: %q is not a field of the output of %q (%s)", show, field, src.ID, strings.Join(out.names, ", "))
 		}
 		return
 	}
@@ -852,19 +843,9 @@ func (c *compiler) checkInputRef(s *refSite, r siteRef, show string) {
 		return
 	}
 	n := c.w.nodes[s.node]
-	var names []string
-	if n.Input != nil {
-		for _, f := range n.Input.Fields {
-			names = append(names, f.Name)
-		}
-	} else {
-		for _, e := range c.w.in[n.ID] {
-			for _, m := range e.With {
-				names = append(names, m.Key)
-			}
-		}
-	}
-	if !slices.Contains(names, field) {
+	in := c.inputFields(n)
+	if !in.has(field) && !c.sink.skip(SevError) {
+		names := in.names
 		hint := fieldHint(field, names)
 		if n.Input == nil && len(names) == 0 {
 			hint = fmt.Sprintf("declare input: <schema> on %q, or map the field with with { %s: \"…\" } on an incoming edge", n.ID, field)
@@ -883,22 +864,96 @@ func fieldHint(field string, names []string) string {
 	return "available fields: " + strings.Join(names, ", ")
 }
 
-// outputFields returns the output field names of n, and whether they are
-// known at compile time.
-func (c *compiler) outputFields(n *Node) ([]string, bool) {
+// fieldSet is the field names a node makes or takes, in order, indexed
+// for the reference checks: a wide schema read by many references is
+// looked up, not scanned, per reference.
+type fieldSet struct {
+	names  []string
+	known  bool           // the names are known at compile time
+	index  map[string]int // name → its first position in names
+	fields []*Field       // the schema's fields, when the names are a schema's
+}
+
+func newFieldSet(names []string, fields []*Field, known bool) *fieldSet {
+	fs := &fieldSet{names: names, known: known, fields: fields, index: make(map[string]int, len(names))}
+	for i, name := range names {
+		if _, dup := fs.index[name]; !dup {
+			fs.index[name] = i
+		}
+	}
+	return fs
+}
+
+// schemaFields returns the field set of s, made once per schema.
+func (c *compiler) schemaFields(s *Schema) *fieldSet {
+	if fs := c.schemaSets[s]; fs != nil {
+		return fs
+	}
+	names := make([]string, 0, len(s.Fields))
+	for _, f := range s.Fields {
+		names = append(names, f.Name)
+	}
+	fs := newFieldSet(names, s.Fields, true)
+	c.schemaSets[s] = fs
+	return fs
+}
+
+func (fs *fieldSet) has(name string) bool {
+	_, ok := fs.index[name]
+	return ok
+}
+
+// field returns the schema field of that name, or nil.
+func (fs *fieldSet) field(name string) *Field {
+	if i, ok := fs.index[name]; ok && i < len(fs.fields) {
+		return fs.fields[i]
+	}
+	return nil
+}
+
+// outputFields returns the output fields of n, and whether they are known
+// at compile time. It is computed once per node, once the nodes are
+// compiled.
+func (c *compiler) outputFields(n *Node) *fieldSet {
+	if fs := c.outputSets[n]; fs != nil {
+		return fs
+	}
+	var fs *fieldSet
 	switch {
 	case n.Output != nil:
-		var names []string
-		for _, f := range n.Output.Fields {
-			names = append(names, f.Name)
-		}
-		return names, true
+		fs = c.schemaFields(n.Output)
 	case n.Kind == NodeCompute:
-		return c.computeKeys[n.ID], true
+		fs = newFieldSet(c.computeKeys[n.ID], nil, true)
 	case n.Kind == NodeEmit, n.Kind == NodeFail:
-		return nil, true
+		fs = newFieldSet(nil, nil, true)
+	default:
+		fs = newFieldSet(nil, nil, false)
 	}
-	return nil, false
+	c.outputSets[n] = fs
+	return fs
+}
+
+// inputFields returns the fields of n's input: its input schema, or,
+// without one, the keys its incoming edges map. It is computed once per
+// node, once the graph is built.
+func (c *compiler) inputFields(n *Node) *fieldSet {
+	if fs := c.inputSets[n]; fs != nil {
+		return fs
+	}
+	var fs *fieldSet
+	if n.Input != nil {
+		fs = c.schemaFields(n.Input)
+	} else {
+		var names []string
+		for _, e := range c.w.in[n.ID] {
+			for _, m := range e.With {
+				names = append(names, m.Key)
+			}
+		}
+		fs = newFieldSet(names, nil, true)
+	}
+	c.inputSets[n] = fs
+	return fs
 }
 
 func (c *compiler) checkOutputsRef(s *refSite, r siteRef, show string, inLoop map[string]bool, reaches func(string, string) bool) {
@@ -910,28 +965,27 @@ func (c *compiler) checkOutputsRef(s *refSite, r siteRef, show string, inLoop ma
 	}
 	if len(r.path) > 1 {
 		field := r.path[1]
-		switch names, known := c.outputFields(n); {
+		switch out := c.outputFields(n); {
 		case field == "history":
 			if !inLoop[id] {
 				c.refErr(s, r, SevError, HistoryOutsideLoop, "read the single output instead, or put the node in a loop", "reference %s uses .history but node %q is not in any loop", show, id)
 			}
 		case strings.HasPrefix(field, "_"):
-		case known && !slices.Contains(names, field):
+		case out.known && !out.has(field):
+			if c.sink.skip(SevError) {
+				break
+			}
 			schema := "its expressions"
 			if n.Output != nil {
 				schema = fmt.Sprintf("output schema %q", n.Output.Name)
 			}
-			c.refErr(s, r, SevError, UnknownOutputField, fieldHint(field, names), "reference %s accesses field %q not found in %s of node %q", show, field, schema, id)
-		case !known:
+			c.refErr(s, r, SevError, UnknownOutputField, fieldHint(field, out.names), "reference %s accesses field %q not found in %s of node %q", show, field, schema, id)
+		case !out.known:
 			c.refErr(s, r, SevWarning, SchemalessOutput, fmt.Sprintf("declare output: on %q", id), "reference %s accesses field %q on node %q which has no output schema; it cannot be checked", show, field, id)
 		}
 	}
 	// The producer must be able to run before the reader.
-	reader := s.node
-	if s.edge != nil {
-		reader = s.edge.From
-	}
-	if reader != "" && reader != id && c.w.Entry != "" && !reaches(id, reader) {
+	if reader := s.reader(); reader != "" && reader != id && c.w.Entry != "" && !reaches(id, reader) {
 		c.refErr(s, r, SevError, OutputNotBefore, fmt.Sprintf("add a path from %q to %q, or read another node", id, reader),
 			"reference %s targets node %q which is not reachable before %q", show, id, reader)
 	}

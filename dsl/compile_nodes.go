@@ -63,10 +63,32 @@ func (c *compiler) compileNodes() {
 	}
 }
 
-func (c *compiler) addSite(node string, e *Edge, where string, refs []siteRef) {
-	if len(refs) > 0 {
-		c.sites = append(c.sites, &refSite{where: where, node: node, edge: e, refs: refs})
+// reader is the node that reads the site's references: the node, or an
+// edge's source; "" for a loop's bound.
+func (s *refSite) reader() string {
+	if s.edge != nil {
+		return s.edge.From
 	}
+	return s.node
+}
+
+// addSite records refs for checking once the graph is known, up to
+// MaxReferenceUses in all.
+func (c *compiler) addSite(node string, e *Edge, where string, refs []siteRef) {
+	if len(refs) == 0 {
+		return
+	}
+	if c.refUses += len(refs); c.refUses > MaxReferenceUses {
+		if !c.refsStopped {
+			c.refsStopped = true
+			d := c.sink.addFatal(ErrTooLarge, Range{Start: refs[0].start, End: refs[0].end},
+				fmt.Sprintf("%s: more than %d references to check in all (a prompt's references count once for each node that uses it); the rest were not checked", where, MaxReferenceUses),
+				"give the nodes shorter prompts of their own, or split the workflow into smaller files")
+			d.NodeID = node
+		}
+		return
+	}
+	c.sites = append(c.sites, &refSite{where: where, node: node, edge: e, refs: refs})
 }
 
 // commonProps reads description, input, output, publish, await.
@@ -125,7 +147,14 @@ func (c *compiler) promptRef(n *Node, p *Property) *Template {
 		}
 		t := c.w.prompts[v.Name].Body
 		if pd.Body != nil {
-			c.addSite(n.ID, nil, fmt.Sprintf("prompt %q (%s)", v.Name, where), templateSiteRefs(t, pd.Body))
+			// The positioned references are the same for every node that
+			// uses the prompt; they are made once and shared (read only).
+			refs, ok := c.promptRefs[pd]
+			if !ok {
+				refs = templateSiteRefs(t, pd.Body)
+				c.promptRefs[pd] = refs
+			}
+			c.addSite(n.ID, nil, fmt.Sprintf("prompt %q (%s)", v.Name, where), refs)
 		}
 		return t
 	case *StringLit:

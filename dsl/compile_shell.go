@@ -120,20 +120,16 @@ func (c *compiler) untrusted(node string, r *Ref, depth int) string {
 	case "outputs":
 		return c.untrustedNode(head)
 	case "artifacts":
-		for _, n := range c.w.Nodes {
-			if n.Publish == head {
-				if from := c.untrustedNode(n.ID); from != "" {
-					return fmt.Sprintf("artifact %s, %s", head, from)
-				}
+		for _, n := range c.producers().publishers[head] {
+			if from := c.untrustedNode(n.ID); from != "" {
+				return fmt.Sprintf("artifact %s, %s", head, from)
 			}
 		}
 	case "loop":
 		if len(r.Path) > 1 && r.Path[1] == "previous_output" {
-			for _, e := range c.w.Edges {
-				if e.Loop != nil && e.Loop.Name == head {
-					if from := c.untrustedNode(e.From); from != "" {
-						return fmt.Sprintf("loop %s's previous_output, %s", head, from)
-					}
+			for _, e := range c.producers().loopEdges[head] {
+				if from := c.untrustedNode(e.From); from != "" {
+					return fmt.Sprintf("loop %s's previous_output, %s", head, from)
 				}
 			}
 		}
@@ -158,6 +154,33 @@ func (c *compiler) untrusted(node string, r *Ref, depth int) string {
 		}
 	}
 	return ""
+}
+
+// producerIndex lists, in declaration order, the nodes that publish each
+// artifact and the edges of each loop, so tracing a raw reference to what
+// produced it does not scan the whole workflow per reference.
+type producerIndex struct {
+	publishers map[string][]*Node
+	loopEdges  map[string][]*Edge
+}
+
+func (c *compiler) producers() *producerIndex {
+	if c.producerIdx != nil {
+		return c.producerIdx
+	}
+	p := &producerIndex{publishers: map[string][]*Node{}, loopEdges: map[string][]*Edge{}}
+	for _, n := range c.w.Nodes {
+		if n.Publish != "" {
+			p.publishers[n.Publish] = append(p.publishers[n.Publish], n)
+		}
+	}
+	for _, e := range c.w.Edges {
+		if e.Loop != nil {
+			p.loopEdges[e.Loop.Name] = append(p.loopEdges[e.Loop.Name], e)
+		}
+	}
+	c.producerIdx = p
+	return p
 }
 
 // untrustedNode describes the output of node id when a model or a person

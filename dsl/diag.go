@@ -158,11 +158,7 @@ func (s *diagSink) add(sev Severity, code Code, r Range, summary, hint string) *
 		r.File = s.file
 	}
 	d := &Diagnostic{Severity: sev, Code: code, Stage: s.stage, Summary: summary, Detail: hint, Subject: r}
-	if s.max > 0 && len(s.diags) >= s.max {
-		s.dropped++
-		if sev == SevError {
-			s.droppedErrors++
-		}
+	if s.skip(sev) {
 		return d // returned so callers may still set fields; it is not kept
 	}
 	s.diags = append(s.diags, d)
@@ -170,14 +166,31 @@ func (s *diagSink) add(sev Severity, code Code, r Range, summary, hint string) *
 }
 
 // addFatal records a diagnostic that stopped the phase, past the cap.
-func (s *diagSink) addFatal(code Code, r Range, summary, hint string) {
+func (s *diagSink) addFatal(code Code, r Range, summary, hint string) *Diagnostic {
 	if r.File == "" {
 		r.File = s.file
 	}
-	s.diags = append(s.diags, &Diagnostic{Severity: SevError, Code: code, Stage: s.stage, Summary: summary, Detail: hint, Subject: r, fatal: true})
+	d := &Diagnostic{Severity: SevError, Code: code, Stage: s.stage, Summary: summary, Detail: hint, Subject: r, fatal: true}
+	s.diags = append(s.diags, d)
+	return d
 }
 
 func (s *diagSink) full() bool { return s.max > 0 && len(s.diags) >= s.max }
+
+// skip counts a diagnostic of severity sev past the cap and reports true,
+// or reports false when the cap is not reached. Callers whose message or
+// hint is costly to build (one listing every field of a wide schema)
+// call it first, so diagnostics nobody will see cost nothing.
+func (s *diagSink) skip(sev Severity) bool {
+	if !s.full() {
+		return false
+	}
+	s.dropped++
+	if sev == SevError {
+		s.droppedErrors++
+	}
+	return true
+}
 
 // withOverflow returns the sink's diagnostics, with an E092 summary of
 // those past the cap when there are any.

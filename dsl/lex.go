@@ -23,6 +23,12 @@ const (
 	// front end spends on it (a token is about a hundred bytes): a file dense
 	// with punctuation reaches it before MaxFileSize.
 	MaxTokens = 1 << 18
+	// MaxReferenceUses bounds the template and expression references the
+	// compiler checks, each counted once for every node that reads it: a
+	// prompt of 1,000 references used by 100 nodes counts 100,000. Only a
+	// prompt shared by many nodes comes near it; past it the compiler
+	// reports E091 and checks no further references.
+	MaxReferenceUses = 1 << 20
 )
 
 // stateFn is one state of the lexer; it returns the next state, nil to stop.

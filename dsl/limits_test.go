@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -296,6 +297,66 @@ func TestMaxDepthOK(t *testing.T) {
 		src, _ := nestedBrackets(MaxDepth - 1)
 		if _, ds := Parse("deep.bot", []byte(src)); len(ds) != 0 {
 			t.Errorf("1 indentation level + %d brackets must parse cleanly, got:\n%s", MaxDepth-1, ds.Error())
+		}
+	})
+}
+
+// referenceUses builds a workflow whose prompt of per references is used
+// by nodes nodes, then a last node with extra inline references: nodes×per
+// + extra reference uses in all. It returns the line of the last node's
+// user: property.
+func referenceUses(nodes, per, extra int) (src []byte, lastLine int) {
+	var b strings.Builder
+	b.WriteString("vars:\n  v: string = \"x\"\nprompt p:\n  " + strings.Repeat("{{vars.v}}", per) + "\n")
+	for i := range nodes {
+		fmt.Fprintf(&b, "agent a%d:\n  model: \"anthropic/x\"\n  user: p\n", i)
+	}
+	b.WriteString("agent last:\n  model: \"anthropic/x\"\n")
+	lastLine = strings.Count(b.String(), "\n") + 1
+	b.WriteString("  user: \"" + strings.Repeat("{{vars.v}}", extra) + "x\"\n")
+	b.WriteString("workflow w:\n  entry: a0\n")
+	for i := range nodes {
+		fmt.Fprintf(&b, "  a%d -> ", i)
+	}
+	b.WriteString("last -> done\n")
+	return []byte(b.String()), lastLine
+}
+
+func TestTooManyReferenceUses(t *testing.T) {
+	const nodes, per = 1024, 1024 // nodes × per == MaxReferenceUses
+	if nodes*per != MaxReferenceUses {
+		t.Fatalf("the test assumes MaxReferenceUses = %d", nodes*per)
+	}
+	t.Run("at the limit", func(t *testing.T) {
+		src, _ := referenceUses(nodes, per, 0)
+		if _, ds := CompileSource("refs.bot", src); len(ds) != 0 {
+			t.Fatalf("exactly MaxReferenceUses reference uses must be accepted, got:\n%s", ds.Error())
+		}
+	})
+	t.Run("one over", func(t *testing.T) {
+		src, line := referenceUses(nodes, per, 1)
+		_, ds := CompileSource("refs.bot", src)
+		if len(ds) != 1 || ds[0].Code != ErrTooLarge || ds[0].Severity != SevError {
+			t.Fatalf("want exactly one %s error, got:\n%s", ErrTooLarge, ds.Error())
+		}
+		d := ds[0]
+		if want := fmt.Sprintf("%d:10", line); d.Subject.Start.String() != want || d.NodeID != "last" {
+			t.Errorf("E091 at %s on node %q, want %s on node \"last\" (the reference past the limit)", d.Subject.Start, d.NodeID, want)
+		}
+		if !strings.Contains(d.Summary, fmt.Sprint(MaxReferenceUses)) || !strings.Contains(d.Summary, `user of agent "last"`) {
+			t.Errorf("summary %q should give the limit and the site", d.Summary)
+		}
+	})
+	t.Run("references before the limit are still checked", func(t *testing.T) {
+		src, _ := referenceUses(nodes, per, 1)
+		src = []byte(strings.Replace(string(src), "{{vars.v}}", "{{vars.w}}", 1))
+		_, ds := CompileSource("refs.bot", src)
+		var codes []Code
+		for _, d := range ds {
+			codes = append(codes, d.Code)
+		}
+		if !slices.Contains(codes, UndeclaredVar) || !slices.Contains(codes, ErrTooLarge) {
+			t.Errorf("want the C033 of the prompt and the E091, got %v", codes)
 		}
 	})
 }
