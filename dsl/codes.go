@@ -5,8 +5,8 @@ package dsl
 // working: parse codes are E0xx, compile codes Cxxx. This list is
 // append-only; a code is never renumbered or reused for another meaning.
 // Codes E090–E099 are this implementation's own (limits, constructs it
-// does not run, and warnings about tool commands); upstream leaves that
-// band unused.
+// does not run, warnings about tool commands and loop bounds); upstream
+// leaves that band unused.
 type Code string
 
 // Parse codes.
@@ -90,6 +90,13 @@ const (
 	// artifact, an edge's with, or a loop's previous_output).
 	//	command: "echo {{!vars.pr_title}}"   ← E094: drop the !
 	RawUntrustedRef Code = "E094"
+	// LoopBoundOverCap (E095, warning): a loop bound written as a number
+	// above the compiler's cap, Options.MaxLoopBound (DefaultMaxLoopBound,
+	// 10,000, unless the program that compiles the file sets another).
+	// Each crossing runs and stores the loop's nodes again, so such a bound
+	// is almost always a typo or a way to loop forever.
+	//	a -> a as retry(1000000000)    ← E095: above the cap of 10000
+	LoopBoundOverCap Code = "E095"
 )
 
 // Lexer-level aliases, kept for readability at the call sites.

@@ -13,12 +13,46 @@ import (
 	"time"
 )
 
-// CompileSource parses and compiles one workflow file. It returns the
-// workflow (partial when there are errors) and every diagnostic of both
-// phases, sorted by position and capped.
+// DefaultMaxLoopBound is the loop bound above which the compiler warns
+// (E095) when Options.MaxLoopBound is zero. A loop of 10,000 crossings of
+// even a cheap node is far more than any review or maintenance workflow
+// needs, and every crossing is stored.
+const DefaultMaxLoopBound = 10_000
+
+// Options are the compiler's settings. The zero value gives the defaults,
+// which is what CompileSource and Compile use.
+type Options struct {
+	// MaxLoopBound is the largest loop bound (the N of as name(N), written
+	// as a number) accepted without warning E095. Zero means
+	// DefaultMaxLoopBound; a negative value turns the warning off. A bound
+	// read from a var or an expression is known only at run time and is
+	// not checked against it.
+	MaxLoopBound int
+}
+
+// loopCap returns the effective MaxLoopBound, or 0 for no cap.
+func (o Options) loopCap() int {
+	switch {
+	case o.MaxLoopBound == 0:
+		return DefaultMaxLoopBound
+	case o.MaxLoopBound < 0:
+		return 0
+	}
+	return o.MaxLoopBound
+}
+
+// CompileSource parses and compiles one workflow file with the default
+// Options. It returns the workflow (partial when there are errors) and
+// every diagnostic of both phases, sorted by position and capped.
 func CompileSource(name string, src []byte) (*Workflow, Diagnostics) {
+	return Options{}.CompileSource(name, src)
+}
+
+// CompileSource parses and compiles one workflow file with these options;
+// see the package-level CompileSource.
+func (o Options) CompileSource(name string, src []byte) (*Workflow, Diagnostics) {
 	f, pdiags := Parse(name, src)
-	w, cdiags := Compile(f)
+	w, cdiags := o.Compile(f)
 	for _, d := range pdiags {
 		if d.fatal {
 			// The file was not read to its end: the compiler's view of it
@@ -114,6 +148,7 @@ var upperSnake = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$`)
 
 // compiler holds the state of one Compile call.
 type compiler struct {
+	opts Options
 	f    *File
 	sink *diagSink
 	w    *Workflow
@@ -195,12 +230,20 @@ type siteRef struct {
 	end   Pos
 }
 
-// Compile turns a syntax tree into a Workflow. It always returns a
-// workflow, partial when there are errors (a file without a workflow block
-// still yields its schemas, prompts and nodes), and the compile diagnostics,
-// sorted and capped. Only a workflow without errors may be run.
+// Compile turns a syntax tree into a Workflow with the default Options. It
+// always returns a workflow, partial when there are errors (a file without
+// a workflow block still yields its schemas, prompts and nodes), and the
+// compile diagnostics, sorted and capped. Only a workflow without errors
+// may be run.
 func Compile(f *File) (*Workflow, Diagnostics) {
+	return Options{}.Compile(f)
+}
+
+// Compile turns a syntax tree into a Workflow with these options; see the
+// package-level Compile.
+func (o Options) Compile(f *File) (*Workflow, Diagnostics) {
 	c := &compiler{
+		opts:             o,
 		f:                f,
 		sink:             &diagSink{file: f.Name, stage: StageCompile, max: 4 * MaxDiagnostics},
 		schemaDecls:      map[string]*SchemaDecl{},

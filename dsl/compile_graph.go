@@ -197,6 +197,7 @@ func (c *compiler) edgeClauses(e *Edge, st *EdgeStmt) {
 // loop resolves "as name(count)" to the shared Loop of that name.
 func (c *compiler) loop(lc *LoopClause) *Loop {
 	l := &Loop{Name: lc.Name.Name}
+	var written int64 // the bound as written, when it is a number
 	switch v := lc.Count.(type) {
 	case *NumberLit:
 		n, err := strconv.ParseInt(v.Text, 10, 64)
@@ -209,6 +210,7 @@ func (c *compiler) loop(lc *LoopClause) *Loop {
 			return nil
 		}
 		l.Max = int(min(n, math.MaxInt32))
+		written = n
 	case *StringLit:
 		src := strings.TrimSpace(v.Value)
 		if n, err := strconv.Atoi(src); err == nil {
@@ -217,6 +219,7 @@ func (c *compiler) loop(lc *LoopClause) *Loop {
 				return nil
 			}
 			l.Max = n
+			written = int64(n)
 			break
 		}
 		where := fmt.Sprintf("bound of loop %q", l.Name)
@@ -256,6 +259,12 @@ func (c *compiler) loop(lc *LoopClause) *Loop {
 				"loop %q has conflicting max_iterations: %s here, %s at %s", l.Name, loopBound(l), loopBound(prev), first.Name.Start)
 		}
 		return prev
+	}
+	if limit := c.opts.loopCap(); limit > 0 && written > int64(limit) {
+		start, end := lc.Count.Span()
+		c.warnf(start, end, LoopBoundOverCap,
+			fmt.Sprintf("lower it to %d or less: as %s(%d); if the loop really needs more, raise the cap (MaxLoopBound in the compiler's dsl.Options)", limit, l.Name, limit),
+			"loop %q allows %d crossings, above the cap of %d: each crossing runs and stores the loop's nodes again", l.Name, written, limit)
 	}
 	c.loopFirst[l.Name] = lc
 	c.w.Loops = append(c.w.Loops, l)

@@ -155,6 +155,7 @@ var implementedCodes = []Code{
 	ErrReservedName, ErrUnknownProp, ErrMissingProp, ErrDuplicate, ErrInvalidValue, ErrBadType,
 	ErrDuplicateClause, ErrWhenAndElse, ErrClauseBeforeArrow, ErrProfile, ErrProfileNotFirst,
 	ErrStrictEscapeInProfile2, ErrUnsupported, ErrTooLarge, ErrTooManyDiags, UnsafeCommandRef, RawUntrustedRef,
+	LoopBoundOverCap,
 	UndeclaredNode, UnknownSchema, UnknownPrompt, BadTemplate, LoopConflict, NoWorkflow, ManyWorkflows,
 	BadEntry, InheritAtJoin, ManyDefaults, DuplicateCondition, NotExhaustive, ConditionNotBool,
 	ConditionUnknownField, ElseAlone, Unreachable, HistoryOutsideLoop, MissingModel, UnboundedCycle,
