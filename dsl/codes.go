@@ -239,6 +239,17 @@ const (
 	// serve refuses such a file unless its operator allows host sandboxes.
 	//	sandbox: none         ← C128
 	SandboxOnHost Code = "C128"
+	// VerbatimQuoteEscape (C144, warning): a "…" string of a profile 1 file
+	// (no dsl: 2 header, no strict-escape comment) holds \", which profile 1
+	// keeps as a backslash and a quote where profile 2 reads a quote. It is
+	// upstream's warning for a file that profile 2 would read differently,
+	// reported here for \", the case that breaks things: a tool that prints
+	// JSON with it prints invalid JSON. The lexer reports it, once per
+	// string; backtick strings and | blocks are never decoded and need no
+	// backslash.
+	//	command: "printf '{\"ok\": true}'"     ← C144: prints {\"ok\": true}
+	//	command: `printf '{"ok": true}'`       ← the same, as meant
+	VerbatimQuoteEscape Code = "C144"
 	// UnknownLoop (C147, warning): {{loop.X…}} where no edge declares loop
 	// X, or a member loops do not have; it reads as empty.
 	UnknownLoop Code = "C147"

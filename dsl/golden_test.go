@@ -165,13 +165,16 @@ var implementedCodes = []Code{
 	PresetUnknownVar, PresetType, DuplicatePreset, VarDefaultType, UnknownLoop, UnknownRunMember,
 	BadTimeout, ManyElse, ElseAndDefault, EnumNotString, DefaultNotInEnum, EventMissing, WaitTimeout,
 	DanglingEvent, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend,
-	BadSandbox, SandboxOnHost,
+	BadSandbox, SandboxOnHost, VerbatimQuoteEscape,
 }
 
-// TestExamples validates the shipped examples: they must compile clean.
+// TestExamples validates the shipped examples: they must compile without
+// any diagnostic, warnings included (C144 found the \" that made the first
+// tool of pr-review and nightly print invalid JSON), and each says in its
+// leading comment which backend and keys it needs.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("../examples/*/main.bot")
-	if err != nil || len(files) < 3 {
+	if err != nil || len(files) < 4 {
 		t.Fatalf("examples missing: %v %v", files, err)
 	}
 	for _, file := range files {
@@ -190,6 +193,56 @@ func TestExamples(t *testing.T) {
 			if !bytes.Contains(src, []byte("workflow ")) {
 				t.Fatal("not a workflow file")
 			}
+			checkNeeds(t, w, leadingComment(src))
 		})
+	}
+}
+
+// leadingComment returns the comment lines at the top of src.
+func leadingComment(src []byte) string {
+	var b strings.Builder
+	for line := range strings.Lines(string(src)) {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// providerKeys are the keys claw reads for a model's provider.
+var providerKeys = map[string]string{"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+// checkNeeds checks that an example's header has a "Needs:" paragraph
+// naming every backend its model nodes run on and, for claw, the key of
+// each provider, or saying "no model" when it has none.
+func checkNeeds(t *testing.T, w *Workflow, header string) {
+	t.Helper()
+	if !strings.Contains(header, "## Needs: ") {
+		t.Fatalf("the leading comment has no \"## Needs: \" paragraph saying which backend and keys the example needs:\n%s", header)
+	}
+	llm := false
+	for _, n := range w.Nodes {
+		if n.LLM == nil {
+			continue
+		}
+		llm = true
+		backend := n.LLM.Backend
+		if backend == "" {
+			backend = w.DefaultBackend
+		}
+		if backend == "" {
+			backend = "claw"
+		}
+		if !strings.Contains(header, backend) {
+			t.Errorf("node %q runs on backend %s, which the header does not name", n.ID, backend)
+		}
+		provider, _, _ := strings.Cut(n.LLM.Model, "/")
+		if key := providerKeys[provider]; backend == "claw" && key != "" && !strings.Contains(header, key) {
+			t.Errorf("node %q uses model %s, whose key %s the header does not name", n.ID, n.LLM.Model, key)
+		}
+	}
+	if !llm && !strings.Contains(header, "no model") {
+		t.Errorf("the example has no model node; its header should say it needs no model")
 	}
 }

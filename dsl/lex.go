@@ -410,11 +410,14 @@ func (l *lexer) skipTo(end int) {
 
 // lexQuoted lexes a "double quoted" string. In profile 1 backslashes are
 // kept verbatim (a \" does not end the string); profile 2 and strict-escape
-// files decode the usual escapes.
+// files decode the usual escapes. The first \" of a profile 1 string is
+// warning C144: it stays a backslash and a quote, which is rarely what the
+// author meant (JSON printed by a tool command with \" in it is invalid).
 func (l *lexer) lexQuoted() {
 	start := l.here()
 	l.next()
 	decode := l.profile == 2 || l.strictEscape
+	warned := false
 	var b strings.Builder
 	pieces := []piece{{off: 0, pos: l.here()}}
 	for {
@@ -438,6 +441,12 @@ func (l *lexer) lexQuoted() {
 			}
 			l.next()
 			if !decode {
+				if e == '"' && !warned {
+					warned = true
+					l.diags.add(SevWarning, VerbatimQuoteEscape, Range{File: l.file, Start: escPos, End: l.here()},
+						`\" is kept as a backslash and a quote: profile 1 keeps backslashes in "…" strings verbatim`,
+						"write the value as a backtick string, in which \" needs no backslash (`printf '{\"ok\": true}'`), or make dsl: 2 the file's first line so that \\\" reads as \"")
+				}
 				b.WriteByte('\\')
 				b.WriteRune(e)
 				continue

@@ -99,6 +99,32 @@ func TestLex(t *testing.T) {
 			codes: []Code{ErrProfile},
 		},
 		{
+			name:  "profile 1 keeps \\\" verbatim, warned once per string",
+			src:   "a: \"{\\\"ok\\\": 1}\"\nb: \"\\\"\"\n",
+			want:  `a ":" string({\"ok\": 1}) end of line b ":" string(\") end of line end of file`,
+			codes: []Code{VerbatimQuoteEscape, VerbatimQuoteEscape},
+		},
+		{
+			name: "profile 2 reads \\\" as a quote",
+			src:  "dsl: 2\na: \"{\\\"ok\\\": 1}\"\n",
+			want: `dsl ":" 2 end of line a ":" string({"ok": 1}) end of line end of file`,
+		},
+		{
+			name: "strict-escape reads \\\" as a quote",
+			src:  "## strict-escape: on\na: \"\\\"\"\n",
+			want: `a ":" string(") end of line end of file`,
+		},
+		{
+			name: "an escaped backslash before the closing quote is not \\\"",
+			src:  "a: \"x\\\\\"\n",
+			want: `a ":" string(x\\) end of line end of file`,
+		},
+		{
+			name: "backtick strings and blocks have no escapes to warn about",
+			src:  "a: `{\\\"ok\\\": 1}`\nb: |\n  \\\"\n",
+			want: `a ":" raw string({\"ok\": 1}) end of line b ":" text block(\") end of line end of file`,
+		},
+		{
 			name: "raw string spans lines",
 			src:  "a: `x\ny`\n",
 			want: "a \":\" raw string(x\ny) end of line end of file",
