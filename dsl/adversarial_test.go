@@ -63,7 +63,7 @@ var adversarialShapes = map[string]func(n int) string{
 		return b.String()
 	},
 	// The longest chain, written as one edge statement; its last node
-	// reads the first node's output and its own history.
+	// reads the outputs of the first node and of the middle one.
 	"deep-chain": func(n int) string {
 		var b strings.Builder
 		for i := range n {
