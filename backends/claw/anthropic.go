@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -13,6 +15,9 @@ import (
 // provider sends one turn to a model API.
 type provider interface {
 	turn(ctx context.Context, req turnRequest) (*turnResponse, error)
+	// notFoundHint is what to check in the provider's settings when the
+	// API answers 404, or "".
+	notFoundHint() string
 }
 
 // anthropicProvider speaks the Anthropic Messages API through the official
@@ -20,8 +25,12 @@ type provider interface {
 // and clock.
 type anthropicProvider struct {
 	client anthropic.Client
+	hint   string // said with a 404
 }
 
+// newAnthropic builds a client of the Messages API at baseURL ("" is
+// Anthropic's own). The SDK adds /v1 itself: a base URL ending in /v1
+// gets a hint with the 404 it causes.
 func newAnthropic(baseURL, apiKey string, hc *http.Client) *anthropicProvider {
 	opts := []option.RequestOption{option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
 	if baseURL != "" {
@@ -30,8 +39,14 @@ func newAnthropic(baseURL, apiKey string, hc *http.Client) *anthropicProvider {
 	if hc != nil {
 		opts = append(opts, option.WithHTTPClient(hc))
 	}
-	return &anthropicProvider{client: anthropic.NewClient(opts...)}
+	p := &anthropicProvider{client: anthropic.NewClient(opts...)}
+	if u := strings.TrimRight(baseURL, "/"); strings.HasSuffix(u, "/v1") {
+		p.hint = fmt.Sprintf("ANTHROPIC_BASE_URL is %s: the client adds /v1 itself, so try %s", u, strings.TrimSuffix(u, "/v1"))
+	}
+	return p
 }
+
+func (p *anthropicProvider) notFoundHint() string { return p.hint }
 
 func (p *anthropicProvider) turn(ctx context.Context, req turnRequest) (*turnResponse, error) {
 	params := anthropic.MessageNewParams{

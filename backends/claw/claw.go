@@ -105,7 +105,7 @@ func (b *Backend) provider(name string) (provider, error) {
 		if key == "" {
 			return nil, engine.NewBackendError("AUTH_FAILED", false, errors.New("no OpenAI API key: set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint)"))
 		}
-		return newOpenAI(b.env("OPENAI_BASE_URL"), key, b.hc), nil
+		return newOpenAI(b.env("OPENAI_BASE_URL"), "OPENAI_BASE_URL", key, b.hc), nil
 	}
 	cfg, ok := b.providers[name]
 	if !ok {
@@ -115,7 +115,7 @@ func (b *Backend) provider(name string) (provider, error) {
 	if key == "" {
 		return nil, engine.NewBackendError("AUTH_FAILED", false, fmt.Errorf("no API key for provider %s: set %s", name, cfg.APIKeyEnv))
 	}
-	return newOpenAI(cfg.BaseURL, key, b.hc), nil
+	return newOpenAI(cfg.BaseURL, fmt.Sprintf("the base_url of provider %s (ITERION_PROVIDERS)", name), key, b.hc), nil
 }
 
 // defaultMaxSteps bounds the tool loop when the node sets no tool_max_steps.
@@ -343,6 +343,8 @@ func (b *Backend) call(ctx context.Context, p provider, req turnRequest) (*turnR
 				return nil, err
 			}
 			continue
+		case ok && status == http.StatusNotFound && p.notFoundHint() != "":
+			return nil, engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("the model API answered HTTP 404 (%s): %v", p.notFoundHint(), err))
 		case ok:
 			return nil, engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("the model API answered HTTP %d: %v", status, err))
 		default:

@@ -485,3 +485,53 @@ func TestPauseInMultiCallTurn(t *testing.T) {
 		t.Errorf("tool results of the resumed request = %v", got)
 	}
 }
+
+// A base URL that misses /v1 (OpenAI-compatible) or repeats it
+// (Anthropic, whose client adds it) makes every call a 404: the error says
+// what to change.
+func TestNotFoundHintsAtTheBaseURL(t *testing.T) {
+	fake := fakellm.New(&fakellm.Script{Fallback: &fakellm.Turn{Text: "hello"}}, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	providers := map[string]claw.ProviderConfig{"local": {BaseURL: srv.URL, APIKeyEnv: "LOCAL_KEY"}}
+	tests := []struct {
+		name, model, baseEnv, baseURL string
+		wantErr                       string // "" means the run finishes
+	}{
+		{"openai without /v1", "openai/gpt-5.5", "OPENAI_BASE_URL", srv.URL, "OPENAI_BASE_URL is " + srv.URL + ", without /v1: OpenAI-compatible servers answer under /v1, so try " + srv.URL + "/v1"},
+		{"openai with a trailing slash", "openai/gpt-5.5", "OPENAI_BASE_URL", srv.URL + "/", "so try " + srv.URL + "/v1"},
+		{"openai with /v1", "openai/gpt-5.5", "OPENAI_BASE_URL", srv.URL + "/v1", ""},
+		{"a configured provider without /v1", "local/m", "", "", "the base_url of provider local (ITERION_PROVIDERS) is " + srv.URL + ", without /v1"},
+		{"anthropic with /v1", "anthropic/m", "ANTHROPIC_BASE_URL", srv.URL + "/v1", "ANTHROPIC_BASE_URL is " + srv.URL + "/v1: the client adds /v1 itself, so try " + srv.URL},
+		{"anthropic without /v1", "anthropic/m", "ANTHROPIC_BASE_URL", srv.URL, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k", "LOCAL_KEY": "k", tc.baseEnv: tc.baseURL}
+			b := claw.New(claw.Options{Env: func(k string) string { return env[k] }, Providers: providers})
+			db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			e := engine.New(engine.Options{Store: db, Backends: map[string]engine.Backend{"claw": b}})
+			w, ds := dsl.CompileSource("t.bot", []byte("agent a:\n  model: \""+tc.model+"\"\nworkflow w:\n  entry: a\n  a -> done\n"))
+			if ds.HasErrors() {
+				t.Fatal(ds)
+			}
+			run, err := e.Start(context.Background(), engine.StartRequest{Workflow: w, RunID: "r", WorkDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr == "" {
+				if run.Status != engine.StatusFinished {
+					t.Errorf("status %s (%s), want finished", run.Status, run.Error)
+				}
+				return
+			}
+			if run.Status != engine.StatusFailedResumable || !strings.Contains(run.Error, "HTTP 404") || !strings.Contains(run.Error, tc.wantErr) {
+				t.Errorf("run %s: %q; want a 404 saying %q", run.Status, run.Error, tc.wantErr)
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package claw
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -15,9 +17,14 @@ import (
 // OpenAI-compatible providers of the config) through the official SDK.
 type openaiProvider struct {
 	client openai.Client
+	// hint is said with a 404: what to change in the base URL.
+	hint string
 }
 
-func newOpenAI(baseURL, apiKey string, hc *http.Client) *openaiProvider {
+// newOpenAI builds a client of the chat-completions API at baseURL ("" is
+// OpenAI's own); setting names where baseURL was set, for the hint that a
+// 404 gets when the URL lacks the /v1 under which such servers answer.
+func newOpenAI(baseURL, setting, apiKey string, hc *http.Client) *openaiProvider {
 	opts := []option.RequestOption{option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
 	if baseURL != "" {
 		opts = append(opts, option.WithBaseURL(baseURL))
@@ -25,8 +32,16 @@ func newOpenAI(baseURL, apiKey string, hc *http.Client) *openaiProvider {
 	if hc != nil {
 		opts = append(opts, option.WithHTTPClient(hc))
 	}
-	return &openaiProvider{client: openai.NewClient(opts...)}
+	p := &openaiProvider{client: openai.NewClient(opts...)}
+	if u := strings.TrimRight(baseURL, "/"); u != "" && !strings.HasSuffix(u, "/v1") {
+		p.hint = fmt.Sprintf("%s is %s, without /v1: OpenAI-compatible servers answer under /v1, so try %s/v1", setting, u, u)
+	}
+	return p
 }
+
+// notFoundHint says what may be wrong with the base URL when the API
+// answers 404.
+func (p *openaiProvider) notFoundHint() string { return p.hint }
 
 func (p *openaiProvider) turn(ctx context.Context, req turnRequest) (*turnResponse, error) {
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
