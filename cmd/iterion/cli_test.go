@@ -149,6 +149,10 @@ func TestValidateUsageAndIO(t *testing.T) {
 		{name: "unknown subcommand", args: []string{"runs", "lsit"}, wantCode: exitUsage, wantStderr: `unknown command "lsit" for "iterion runs": did you mean "list"?` + "\nRun 'iterion runs --help' for usage."},
 		{name: "a group alone is its help", args: []string{"runs"}, wantCode: exitOK, wantStdout: "Available Commands"},
 		{name: "bad status", args: []string{"runs", "list", "--status", "bogus"}, wantCode: exitUsage, wantStderr: `--status "bogus": use one of running, paused_waiting_human, finished`},
+		{name: "negative limit", args: []string{"runs", "list", "--limit", "-1"}, wantCode: exitUsage, wantStderr: "--limit -1: use a positive number of runs"},
+		{name: "zero limit", args: []string{"runs", "list", "--limit", "0"}, wantCode: exitUsage, wantStderr: "--limit 0: use a positive number"},
+		{name: "limit not a number", args: []string{"runs", "list", "--limit", "ten"}, wantCode: exitUsage, wantStderr: `invalid argument "ten" for "--limit"`},
+		{name: "fake-model bad addr", args: []string{"fake-model", "--script", "s.json", "--addr", "bogus"}, wantCode: exitUsage, wantStderr: `--addr "bogus": write HOST:PORT`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

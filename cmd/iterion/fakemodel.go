@@ -41,6 +41,9 @@ See the package documentation of backends/fakellm for every field.`,
 			if scriptPath == "" {
 				return usageError{errors.New("fake-model needs --script FILE")}
 			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usageError{fmt.Errorf("--addr %q: write HOST:PORT, such as 127.0.0.1:0", addr)}
+			}
 			script, err := fakellm.LoadScript(scriptPath)
 			if err != nil {
 				return err

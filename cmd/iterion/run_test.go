@@ -96,6 +96,7 @@ func TestRunErrors(t *testing.T) {
 		t.Fatalf("setting up a store: %s", errOut)
 	}
 	bad := writeFile(t, "bad.bot", "agent a:\nworkflow w:\n  entry: a\n")
+	typed := writeFile(t, "v.bot", "vars:\n  name: string\n  n: int = 1\ncompute c:\n  expr:\n    x: \"vars.name\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -103,7 +104,10 @@ func TestRunErrors(t *testing.T) {
 		wantErr  string
 	}{
 		{"invalid workflow", []string{"run", bad, "--store-dir", st}, exitError, "has errors"},
-		{"missing var", []string{"run", writeFile(t, "v.bot", "vars:\n  name: string\ncompute c:\n  expr:\n    x: \"vars.name\"\nworkflow w:\n  entry: c\n  c -> done\n"), "--store-dir", st}, exitError, `missing var "name" (string): pass --var name=`},
+		{"missing var", []string{"run", typed, "--store-dir", st}, exitUsage, `missing var "name" (string): pass --var name=`},
+		{"mistyped var", []string{"run", typed, "--store-dir", st, "--var", "name=x", "--var", "n=ten"}, exitUsage, `var n: "ten" is not a whole number`},
+		{"unknown var", []string{"run", typed, "--store-dir", st, "--var", "name=x", "--var", "nme=y"}, exitUsage, `unknown var "nme"`},
+		{"unknown preset", []string{"run", typed, "--store-dir", st, "--var", "name=x", "--preset", "fast"}, exitUsage, `unknown preset "fast"`},
 		{"bad run id", []string{"run", writeFile(t, "ok.bot", "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n"), "--run-id", "Bad Id", "--store-dir", st}, exitUsage, "--run-id"},
 		{"bad var syntax", []string{"run", bad, "--var", "novalue"}, exitUsage, "write name=value"},
 		{"unknown run", []string{"runs", "show", "nope", "--store-dir", st}, exitError, "list runs with iterion runs list"},

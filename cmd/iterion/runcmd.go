@@ -251,7 +251,9 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 		return err
 	}
 	if _, err := engine.ResolveVars(w, given, f.preset); err != nil {
-		return fmt.Errorf("%s: %s", file, cliRefusal(err))
+		// Vars missing, unknown or mistyped, or an unknown preset: what
+		// the command line says is wrong.
+		return usageError{fmt.Errorf("%s: %s", file, cliRefusal(err))}
 	}
 	if f.runID != "" && !engine.ValidRunID(f.runID) {
 		return usageError{fmt.Errorf("--run-id %q: use 1 to 64 of a-z, 0-9 and -", f.runID)}

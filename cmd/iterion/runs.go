@@ -240,6 +240,9 @@ func newRunsCmd() *cobra.Command {
 			if err := checkStatus(status); err != nil {
 				return err
 			}
+			if limit < 1 {
+				return usageError{fmt.Errorf("--limit %d: use a positive number of runs", limit)}
+			}
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
 				runs, err := a.Runs(cmd.Context(), engine.RunFilter{Status: engine.Status(status), Limit: limit})
 				if err != nil {
