@@ -152,7 +152,6 @@ func TestValidateUsageAndIO(t *testing.T) {
 		{name: "negative limit", args: []string{"runs", "list", "--limit", "-1"}, wantCode: exitUsage, wantStderr: "--limit -1: use a positive number of runs"},
 		{name: "zero limit", args: []string{"runs", "list", "--limit", "0"}, wantCode: exitUsage, wantStderr: "--limit 0: use a positive number"},
 		{name: "limit not a number", args: []string{"runs", "list", "--limit", "ten"}, wantCode: exitUsage, wantStderr: `invalid argument "ten" for "--limit"`},
-		{name: "fake-model bad addr", args: []string{"fake-model", "--script", "s.json", "--addr", "bogus"}, wantCode: exitUsage, wantStderr: `--addr "bogus": write HOST:PORT`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -82,6 +83,11 @@ func TestFakeModelServes(t *testing.T) {
 func TestFakeModelErrors(t *testing.T) {
 	bad := writeFile(t, "bad.json", `{"turns": [{"match": {"dialect": "gemini"}}]}`)
 	good := writeFile(t, "good.json", `{"fallback": {"text": "ok"}}`)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	tests := []struct {
 		name       string
 		args       []string
@@ -94,8 +100,10 @@ func TestFakeModelErrors(t *testing.T) {
 			"iterion: reading script: open " + bad + ".none: no such file or directory\n"},
 		{"no script flag", []string{"fake-model"}, exitUsage,
 			"iterion: fake-model needs --script FILE\nRun 'iterion fake-model --help' for usage.\n"},
-		{"bad address", []string{"fake-model", "--script", good, "--addr", "nowhere"}, exitError,
-			"iterion: listening for the fake model: listen tcp: address nowhere: missing port in address\n"},
+		{"bad address", []string{"fake-model", "--script", good, "--addr", "nowhere"}, exitUsage,
+			"iterion: --addr \"nowhere\": write HOST:PORT, such as 127.0.0.1:0\nRun 'iterion fake-model --help' for usage.\n"},
+		{"address in use", []string{"fake-model", "--script", good, "--addr", busy.Addr().String()}, exitError,
+			"iterion: listening for the fake model: listen tcp " + busy.Addr().String() + ": bind: address already in use\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
