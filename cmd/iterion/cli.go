@@ -43,7 +43,16 @@ func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 // run executes the command line args and returns the process exit code.
 // Tests call it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runIn(ctx, args, nil, stdout, stderr)
+}
+
+// runIn is run reading stdin (nil: the process's) instead of the
+// process's standard input, for tests that type into a terminal.
+func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
+	if stdin != nil {
+		root.SetIn(stdin)
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var code exitCodeError

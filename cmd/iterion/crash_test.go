@@ -310,7 +310,7 @@ func TestServeContinuesInterruptedRuns(t *testing.T) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for ; ; <-tick.C {
-		_, out := runChild(t, "", "runs", "show", "s1", "--store-dir", st)
+		_, out := runChild(t, "", "runs", "show", "s1", "--store-dir", st, "--json")
 		if strings.Contains(out, `"status": "finished"`) {
 			break
 		}

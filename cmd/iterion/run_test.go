@@ -60,7 +60,7 @@ func TestRunPauseResume(t *testing.T) {
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "release.bot", humanWorkflow)
 	code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--no-interactive", "--var", "version=2.0")
-	if code != exitOK || !strings.Contains(out, "run rel-1 paused at approve") {
+	if code != exitOK || !strings.Contains(out, "run rel-1 paused at node approve, waiting for the answers of rel-1_approve:") {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, "runs", "list", "--store-dir", st)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
+	"github.com/iterion-bot/iterion/store"
 )
 
 // backends returns the agent backends this build has: claw (models named
@@ -209,21 +209,25 @@ func (p *progress) Write(b []byte) (int, error) {
 func (p *progress) event(ev engine.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Node ids, questions and errors are the workflow's and the agents'
+	// text: escaped, they cannot rewrite the terminal.
+	node := termLine(ev.NodeID)
 	switch ev.Type {
 	case engine.EventNodeStarted:
-		fmt.Fprintf(p.out, "▶ %s %s\n", ev.Data["kind"], ev.NodeID)
+		fmt.Fprintf(p.out, "▶ %s %s\n", termLine(fmt.Sprint(ev.Data["kind"])), node)
 	case engine.EventNodeFinished:
-		fmt.Fprintf(p.out, "✓ %s\n", ev.NodeID)
+		fmt.Fprintf(p.out, "✓ %s\n", node)
 	case engine.EventHumanInputRequested:
 		q, _ := ev.Data["questions"].(map[string]any)
 		if ev.Data["async"] == true {
-			fmt.Fprintf(p.out, "? question %s from %s: %v\n  (type an answer and press Enter, or: iterion runs answer %s %s \"…\")\n",
-				ev.Data["interaction_id"], ev.NodeID, q[engine.QuestionKey], ev.RunID, ev.Data["interaction_id"])
+			id := termLine(fmt.Sprint(ev.Data["interaction_id"]))
+			fmt.Fprintf(p.out, "? question %s from %s: %s\n  (type an answer and press Enter, or: iterion runs answer %s %s \"…\")\n",
+				id, node, termLine(fmt.Sprint(q[engine.QuestionKey])), termLine(ev.RunID), id)
 		}
 	case engine.EventInteractionAnswered:
-		fmt.Fprintf(p.out, "✎ %s answered\n", ev.Data["interaction_id"])
+		fmt.Fprintf(p.out, "✎ %s answered\n", termLine(fmt.Sprint(ev.Data["interaction_id"])))
 	case engine.EventRunFailed:
-		fmt.Fprintf(p.out, "✗ run failed [%s]: %s\n", ev.Data["code"], ev.Data["error"])
+		fmt.Fprintf(p.out, "✗ run failed [%s]: %s\n", termLine(fmt.Sprint(ev.Data["code"])), termLine(fmt.Sprint(ev.Data["error"])))
 	}
 }
 
@@ -317,7 +321,12 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 			if !tty {
 				break
 			}
-			if err := answerPauseHere(ctx, term, stderr, o, run); err != nil {
+			err := answerPauseHere(ctx, term, stderr, o, run, w)
+			if errors.Is(err, errNoAnswer) {
+				fmt.Fprintln(stderr)
+				break // the run stays paused: report says how to answer it
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -330,9 +339,9 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 
 // answerPauseHere asks, in the terminal, for the answers of the blocking
 // question the run is paused on, until the engine takes them.
-func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) error {
+func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run, w *dsl.Workflow) error {
 	for {
-		answers, ixID, err := promptPause(ctx, term, out, o, run)
+		answers, ixID, err := promptPause(ctx, term, out, o, run, w)
 		if err != nil {
 			return err
 		}
@@ -446,12 +455,19 @@ func newTerminal(in io.Reader) *terminal {
 	return t
 }
 
-// readAnswer waits for the next line typed at the pause prompt.
-func (t *terminal) readAnswer() (string, bool) {
+// readAnswer prints prompt on out and waits for the next line typed; ok
+// is false at the end of the input or once ctx ends (Ctrl-C). Lines typed
+// once the prompt shows go to it, not to the async answer loop.
+func (t *terminal) readAnswer(ctx context.Context, out io.Writer, prompt string) (string, bool) {
 	t.prompting.Store(true)
 	defer t.prompting.Store(false)
-	line, ok := <-t.prompt
-	return line, ok
+	fmt.Fprint(out, prompt)
+	select {
+	case line, ok := <-t.prompt:
+		return line, ok
+	case <-ctx.Done():
+		return "", false
+	}
 }
 
 // answerLoop answers the oldest pending async question with each line
@@ -473,8 +489,13 @@ func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out i
 	}
 }
 
-// promptPause asks, in a terminal, for the answers of a blocking pause.
-func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run) (map[string]string, string, error) {
+// errNoAnswer ends a pause prompt without answers: the input ended or the
+// user pressed Ctrl-C. The run stays paused.
+var errNoAnswer = errors.New("no answer typed")
+
+// promptPause asks, in a terminal, for the answers of a blocking pause,
+// each field until its answer fits (see askPause).
+func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run, w *dsl.Workflow) (map[string]string, string, error) {
 	ixs, err := o.db.Interactions(ctx, run.ID)
 	if err != nil {
 		return nil, "", err
@@ -488,85 +509,51 @@ func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, r
 	if ix == nil {
 		return nil, "", fmt.Errorf("run %s is paused but has no open question", run.ID)
 	}
-	if s, ok := ix.Questions["_instructions"].(string); ok {
-		fmt.Fprintf(out, "\n%s\n\n", s)
-	}
-	answers := map[string]string{}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range ix.Questions {
-			if !strings.HasPrefix(k, "_") && !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		fmt.Fprintf(out, "%s [%v]: ", k, ix.Questions[k])
-		line, ok := term.readAnswer()
-		if !ok {
-			return nil, "", fmt.Errorf("no answer for %s: the run stays paused (iterion runs answer %s %s %s=…)", k, run.ID, ix.ID, k)
-		}
-		answers[k] = line
-	}
-	return answers, ix.ID, nil
+	read := func(ctx context.Context, prompt string) (string, bool) { return term.readAnswer(ctx, out, prompt) }
+	answers, err := askPause(ctx, read, out, ix, w.Node(ix.NodeID))
+	return answers, ix.ID, err
 }
 
-// report prints the outcome and sets the exit status.
-func report(ctx context.Context, out io.Writer, db interface {
-	Interactions(context.Context, string) ([]*engine.Interaction, error)
-}, run *engine.Run, dir string, asJSON bool) error {
-	res := map[string]any{"run_id": run.ID, "workflow": run.Workflow, "store": dir, "status": run.Status, "file": run.File}
-	var waits []string // the async questions an await waits for
-	var form *engine.Interaction
-	if run.Status == engine.StatusPausedWaitingHuman {
-		ixs, _ := db.Interactions(ctx, run.ID)
-		for _, ix := range ixs {
-			switch {
-			case !ix.Pending():
-			case ix.Kind == engine.KindAsync:
-				waits = append(waits, ix.ID)
-			case ix.Kind == engine.KindBlocking:
-				form = ix
-				res["node_id"], res["interaction_id"], res["questions"], res["fields"] = ix.NodeID, ix.ID, ix.Questions, ix.Fields
-			}
-		}
-		if form == nil {
-			res["waiting_for"] = waits
-		}
-	}
-	if run.FailureCode != "" {
-		res["failure_code"], res["error"] = run.FailureCode, run.Error
+// report prints the outcome and sets the exit status. It reads the run
+// whatever ctx says: after a Ctrl-C it still tells what the run waits for.
+func report(ctx context.Context, out io.Writer, db *store.DB, run *engine.Run, dir string, asJSON bool) error {
+	ctx = context.WithoutCancel(ctx)
+	// This process holds the store and owns the run.
+	v, err := viewRun(ctx, dbReader{db}, run.ID, storeInfo{arg: storeArg(dir), holder: os.Getpid()})
+	if err != nil {
+		v = &runView{Run: run}
 	}
 	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		_ = printJSON(out, outcomeJSON(v, dir))
 	} else {
-		switch run.Status {
-		case engine.StatusFinished:
-			fmt.Fprintf(out, "run %s finished\n", run.ID)
-		case engine.StatusPausedWaitingHuman:
-			if form != nil {
-				fmt.Fprintf(out, "run %s paused at %s, waiting for %s (%s)\nanswer it with: iterion runs answer %s %s %s\n",
-					run.ID, form.NodeID, form.ID, fieldList(form.Fields), run.ID, form.ID, fieldArgs(form.Fields))
-				break
-			}
-			fmt.Fprintf(out, "run %s waits for answers to: %s\n", run.ID, strings.Join(waits, ", "))
-			for _, id := range waits {
-				fmt.Fprintf(out, "  answer with: iterion runs answer %s %s \"your answer\"\n", run.ID, id)
-			}
-			fmt.Fprintln(out, "the last answer continues the run")
-		default:
-			fmt.Fprintf(out, "run %s %s [%s]: %s\n", run.ID, run.Status, run.FailureCode, run.Error)
-			if run.Status.Resumable() {
-				fmt.Fprintf(out, "once the cause is fixed, continue it with: iterion resume --run-id %s\n", run.ID)
-			}
-		}
+		writeOutcome(out, v)
 	}
 	switch run.Status {
 	case engine.StatusFinished, engine.StatusPausedWaitingHuman:
 		return nil
 	}
 	return exitCodeError(exitError)
+}
+
+// outcomeJSON is the outcome as run --json prints it.
+func outcomeJSON(v *runView, dir string) map[string]any {
+	res := map[string]any{"run_id": v.ID, "workflow": v.Workflow, "store": dir, "status": v.Status, "file": v.File}
+	if p := v.Pause; p != nil {
+		res["node_id"], res["interaction_id"], res["questions"] = p.Node, p.InteractionID, p.Questions
+	}
+	if len(v.Nodes) > 0 {
+		res["nodes"] = v.Nodes
+	}
+	if len(v.Questions) > 0 {
+		res["open_questions"] = v.Questions
+	}
+	if v.Output != nil {
+		res["output"] = v.Output
+	}
+	if v.FailureCode != "" {
+		res["failure_code"], res["error"] = v.FailureCode, v.Error
+	}
+	return res
 }
 
 func newResumeCmd() *cobra.Command {

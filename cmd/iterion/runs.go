@@ -248,15 +248,7 @@ func newRunsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"runs": nonNil(runs)})
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "RUN\tSTATUS\tWORKFLOW\tCREATED\tFAILURE")
-				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Workflow, r.CreatedAt.Local().Format("2006-01-02 15:04:05"), r.FailureCode)
-				}
-				return tw.Flush()
+				return printRuns(cmd.OutOrStdout(), runs, storeOf(storeDir(storeFlag), a), asJSON)
 			})
 		},
 	}
@@ -264,18 +256,66 @@ func newRunsCmd() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
+	var showJSON bool
 	show := &cobra.Command{
-		Use: "show RUN", Short: "Show one run", Args: exactArgs(1, "show needs a run id"),
+		Use:   "show RUN",
+		Short: "Show one run: where it is, what it waits for, its outputs and artifacts",
+		Long: `Show prints a run's status (a run stored as running whose process is gone
+shows as interrupted, with the command that continues it), the node it runs,
+is paused at or stopped in, the question it waits for with its fields, its
+open async questions, the latest output of each node (cut after 20 lines) and
+its published artifacts. --json prints the run's record with all of it.`,
+		Args: exactArgs(1, "show needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				run, err := a.Run(cmd.Context(), args[0])
+				v, err := viewRun(cmd.Context(), a, args[0], storeOf(storeDir(storeFlag), a))
 				if err != nil {
 					return explain(err, "run "+args[0])
 				}
-				return printJSON(cmd.OutOrStdout(), run)
+				if showJSON {
+					return printJSON(cmd.OutOrStdout(), v)
+				}
+				writeShow(cmd.OutOrStdout(), v)
+				return nil
 			})
 		},
 	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
+
+	var version int
+	var artifactJSON bool
+	artifact := &cobra.Command{
+		Use:   "artifact RUN NAME",
+		Short: "Print an artifact a run published (its latest version, or --version N)",
+		Args:  exactArgs(2, "artifact needs a run id and an artifact name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if version < -1 {
+				return usageError{fmt.Errorf("--version %d: use a version number, 0 for the first", version)}
+			}
+			return withRuns(cmd, storeFlag, func(a runsAPI) error {
+				v, err := viewRun(cmd.Context(), a, args[0], storeOf(storeDir(storeFlag), a))
+				if err != nil {
+					return explain(err, "run "+args[0])
+				}
+				art, err := v.artifact(args[1], version)
+				if err != nil {
+					return err
+				}
+				if artifactJSON {
+					return printJSON(cmd.OutOrStdout(), art.Data)
+				}
+				if m, ok := art.Data.(map[string]any); ok {
+					for _, l := range valueLines(m) {
+						fmt.Fprintln(cmd.OutOrStdout(), l)
+					}
+					return nil
+				}
+				return printJSON(cmd.OutOrStdout(), art.Data)
+			})
+		},
+	}
+	artifact.Flags().IntVar(&version, "version", -1, "the version to print, 0 for the first (default: the latest)")
+	artifact.Flags().BoolVar(&artifactJSON, "json", false, "print the artifact as JSON")
 
 	var follow bool
 	events := &cobra.Command{
@@ -373,8 +413,50 @@ via cli.`,
 			return recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), storeDir(storeFlag))
 		},
 	}
-	cmd.AddCommand(list, show, events, questions, answer, cancel, resume, recoverCmd)
+	cmd.AddCommand(list, show, artifact, events, questions, answer, cancel, resume, recoverCmd)
 	return cmd
+}
+
+// listedRun is a run as runs list --json prints it.
+type listedRun struct {
+	*engine.Run
+	Interrupted *interruption `json:"interrupted,omitempty"`
+}
+
+// printRuns prints the runs of runs list: a run whose owner is gone shows
+// as interrupted, with how to continue it.
+func printRuns(out io.Writer, runs []*engine.Run, st storeInfo, asJSON bool) error {
+	listed := make([]listedRun, len(runs))
+	for i, r := range runs {
+		listed[i] = listedRun{Run: r, Interrupted: interrupted(r, st)}
+	}
+	if asJSON {
+		return printJSON(out, map[string]any{"runs": listed})
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tWORKFLOW\tCREATED\tFAILURE")
+	var notes []string
+	for _, r := range listed {
+		status := string(r.Status)
+		if r.Interrupted != nil {
+			status = "interrupted"
+			note := fmt.Sprintf("%s is interrupted (%s): ", termLine(r.ID), goneOwner(r.Interrupted))
+			if r.Interrupted.Holder != 0 {
+				note += fmt.Sprintf("once pid %d, which holds the store, exits, continue it with: %s", r.Interrupted.Holder, termLine(r.Interrupted.Recover))
+			} else {
+				note += "continue it with: " + termLine(r.Interrupted.Recover) + ", or every interrupted run with: iterion runs recover" + termLine(st.arg)
+			}
+			notes = append(notes, note)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termLine(r.ID), status, termLine(r.Workflow), r.CreatedAt.Local().Format("2006-01-02 15:04:05"), termLine(r.FailureCode))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
+	}
+	return nil
 }
 
 // answerQuestion answers as this process's OS user via cli: the name the
@@ -473,14 +555,17 @@ func fieldArgs(fields []engine.FormField) string {
 
 func printEvents(ctx context.Context, out io.Writer, a runsAPI, runID string, follow bool) error {
 	var after int64
-	enc := json.NewEncoder(out)
 	for {
 		evs, err := a.Events(ctx, runID, after, 1000)
 		if err != nil {
 			return explain(err, "run "+runID)
 		}
 		for _, ev := range evs {
-			if err := enc.Encode(ev); err != nil {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(append(jsonSafe(b), '\n')); err != nil {
 				return err
 			}
 			after = ev.Seq
@@ -506,10 +591,15 @@ func printEvents(ctx context.Context, out io.Writer, a runsAPI, runID string, fo
 	}
 }
 
+// printJSON prints v as indented JSON, with the characters a terminal
+// acts on escaped (agent text is in it; see jsonSafe).
 func printJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(append(jsonSafe(b), '\n'))
+	return err
 }
 
 func nonNil[T any](s []T) []T {
