@@ -82,7 +82,7 @@ func commandName(root *cobra.Command, args []string) string {
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "iterion",
-		Short:         "Run LLM-agent workflows written in the iterion DSL from GitHub and Slack",
+		Short:         "Run LLM-agent workflows written in the iterion DSL from GitHub pull requests and the command line",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -103,7 +103,7 @@ func TestCtrlCAtThePrompt(t *testing.T) {
 	for _, want := range []string{
 		"run rel-1 paused at node approve, waiting for the answers of rel-1_approve:\n",
 		"  Approve the release of 2.0?\n",
-		"  approved: bool\n  reason: string\n",
+		"fields:\n  approved: bool\n  reason: string\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)

@@ -1,5 +1,5 @@
 // Command iterion is the iterion bot and workflow tool: it validates and
-// (in later versions) runs .bot workflows and serves the GitHub App.
+// runs .bot workflows and serves the GitHub App and the REST API.
 package main
 
 import (

@@ -100,6 +100,9 @@ func writeNext(w io.Writer, v *runView) {
 				writeCapped(w, "  ", textLines(s), outputLines, "the whole text: "+v.command("runs show %s --json", id))
 			}
 			fields := formFields(p.Questions)
+			if len(fields) > 0 {
+				fmt.Fprintln(w, "fields:")
+			}
 			var args []string
 			for _, f := range fields {
 				fmt.Fprintf(w, "  %s: %s\n", termLine(f), termLine(fmt.Sprint(p.Questions[f])))
