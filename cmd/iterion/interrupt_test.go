@@ -113,11 +113,11 @@ func TestCtrlCAtThePrompt(t *testing.T) {
 		t.Errorf("stdout has <nil>:\n%s", out)
 	}
 	advice := adviceLine(t, out, "answer with: ")
-	if !strings.HasSuffix(advice, " --answer approved=… --answer reason=… --store-dir "+st) {
-		t.Errorf("advice %q does not name the fields and the store", advice)
+	if want := "answer with: iterion runs answer rel-1 rel-1_approve approved=… reason=… --store-dir " + st; advice != want {
+		t.Errorf("advice %q, want %q", advice, want)
 	}
 	code, out, errOut := follow(t, strings.TrimPrefix(advice, "answer with: "), map[string]string{"approved": "yes", "reason": "tested"})
-	if code != exitOK || !strings.Contains(out, "run rel-1 finished") {
+	if code != exitOK || !strings.Contains(out, "run rel-1 is finished") {
 		t.Errorf("following %q: exit %d\n%s%s", advice, code, out, errOut)
 	}
 }
@@ -127,7 +127,7 @@ func TestCtrlCAtThePrompt(t *testing.T) {
 const awaitWorkflow = "agent deploy:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: deploy\n  deploy -> done\n"
 
 // Ctrl-C while the run waits in the await_answers tool prints the question
-// ids and how to answer them; answering and resuming finishes the run.
+// ids and how to answer them; the answer continues the run to its end.
 func TestCtrlCWhileTheAgentAwaits(t *testing.T) {
 	a := &awaiter{posted: make(chan string, 1), resumed: make(chan string, 1)}
 	useBackend(t, a)
@@ -145,22 +145,18 @@ func TestCtrlCWhileTheAgentAwaits(t *testing.T) {
 		t.Fatalf("exit %d, want 0 (paused)\n%s%s", code, out, scr)
 	}
 	for _, want := range []string{
-		"run dep-1 paused at node deploy: its agent waits for the answers to its questions\n",
+		"run dep-1 paused at node deploy, waiting for the answers to its questions",
 		"  " + id + " (from deploy): Deploy to which region?\n",
-		"once they are answered, continue it with: iterion resume --run-id dep-1 --store-dir " + st + "\n",
+		"the last answer continues the run\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
 	answer := adviceLine(t, out, "iterion runs answer dep-1 ")
-	if code, out, errOut := follow(t, answer, map[string]string{id: "eu-west"}); code != exitOK {
+	code, out, errOut := follow(t, answer, map[string]string{id: "eu-west"})
+	if code != exitOK || !strings.Contains(out, "run dep-1 is finished") {
 		t.Fatalf("following %q: exit %d\n%s%s", answer, code, out, errOut)
-	}
-	resume := strings.TrimPrefix(adviceLine(t, out, "once they are answered, continue it with: "), "once they are answered, continue it with: ")
-	code, out, errOut := follow(t, resume, nil)
-	if code != exitOK || !strings.Contains(out, "run dep-1 finished") {
-		t.Fatalf("following %q: exit %d\n%s%s", resume, code, out, errOut)
 	}
 	if got := <-a.resumed; !strings.Contains(got, "A: eu-west") {
 		t.Errorf("the agent read back %q", got)

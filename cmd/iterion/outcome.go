@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -80,12 +81,18 @@ func writeNext(w io.Writer, v *runView) {
 		node := termLine(p.Node)
 		switch {
 		case p.Kind == engine.KindAwait:
-			fmt.Fprintf(w, "run %s paused at node %s: its agent waits for the answers to its questions\n", id, node)
+			fmt.Fprintf(w, "run %s paused at node %s, waiting for the answers to its questions", id, node)
+			if at, err := time.Parse(time.RFC3339Nano, p.Deadline); err == nil {
+				fmt.Fprintf(w, " until %s", at.Local().Format("2006-01-02 15:04:05"))
+			}
+			fmt.Fprintln(w)
 			writeQuestions(w, v)
 			if len(v.Questions) == 0 {
+				// Answered while nothing ran: the engine resumes such a run
+				// only when an answer comes.
 				fmt.Fprintf(w, "they are all answered: continue it with: %s\n", v.command("resume --run-id %s", id))
 			} else {
-				fmt.Fprintf(w, "once they are answered, continue it with: %s\n", v.command("resume --run-id %s", id))
+				fmt.Fprintln(w, "the last answer continues the run")
 			}
 		case p.Questions[engine.QuestionKey] != nil:
 			fmt.Fprintf(w, "run %s paused at node %s: the agent asks\n", id, node)
@@ -93,7 +100,7 @@ func writeNext(w io.Writer, v *runView) {
 			if opts := optionLabels(p.Questions[engine.OptionsKey]); len(opts) > 0 {
 				fmt.Fprintf(w, "  options: %s\n", strings.Join(opts, ", "))
 			}
-			fmt.Fprintf(w, "answer it with: %s\n", v.command("resume --run-id %s --answer %s=…", id, engine.QuestionKey))
+			fmt.Fprintf(w, "answer it with: %s\n", v.command("runs answer %s %s \"…\"", id, termLine(p.InteractionID)))
 		default:
 			fmt.Fprintf(w, "run %s paused at node %s, waiting for the answers of %s:\n", id, node, termLine(p.InteractionID))
 			if s, ok := p.Questions["_instructions"].(string); ok && strings.TrimSpace(s) != "" {
@@ -106,9 +113,9 @@ func writeNext(w io.Writer, v *runView) {
 			var args []string
 			for _, f := range fields {
 				fmt.Fprintf(w, "  %s: %s\n", termLine(f), termLine(fmt.Sprint(p.Questions[f])))
-				args = append(args, "--answer "+shellWord(f)+"=…")
+				args = append(args, shellWord(f)+"=…")
 			}
-			fmt.Fprintf(w, "answer with: %s\n", v.command("resume --run-id %s %s", id, strings.Join(args, " ")))
+			fmt.Fprintf(w, "answer with: %s\n", v.command("runs answer %s %s %s", id, termLine(p.InteractionID), strings.Join(args, " ")))
 		}
 		return
 	}

@@ -222,7 +222,12 @@ func TestNoInteractiveParksAtTheGate(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"run park-1 waits for answers to: " + ids[0] + ", " + ids[1], "iterion runs answer park-1 " + ids[0] + " \"your answer\""} {
+	for _, want := range []string{
+		"run park-1 paused at node gate, waiting for the answers to its questions until ",
+		"  iterion runs answer park-1 " + ids[0] + " \"…\" --store-dir " + st + "\n",
+		"  iterion runs answer park-1 " + ids[1] + " \"…\" --store-dir " + st + "\n",
+		"the last answer continues the run\n",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("run's output lacks %q:\n%s", want, out)
 		}

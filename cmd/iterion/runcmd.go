@@ -540,6 +540,15 @@ func outcomeJSON(v *runView, dir string) map[string]any {
 	res := map[string]any{"run_id": v.ID, "workflow": v.Workflow, "store": dir, "status": v.Status, "file": v.File}
 	if p := v.Pause; p != nil {
 		res["node_id"], res["interaction_id"], res["questions"] = p.Node, p.InteractionID, p.Questions
+		if p.Kind == engine.KindAwait {
+			var waits []string
+			for _, ix := range v.Questions {
+				waits = append(waits, ix.ID)
+			}
+			res["waiting_for"] = waits
+		} else {
+			res["fields"] = p.Fields
+		}
 	}
 	if len(v.Nodes) > 0 {
 		res["nodes"] = v.Nodes

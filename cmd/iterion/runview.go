@@ -74,6 +74,10 @@ type pauseView struct {
 	Node          string                 `json:"node"`
 	Kind          engine.InteractionKind `json:"kind"`
 	Questions     map[string]any         `json:"questions,omitempty"`
+	// Fields are those a form's answer takes.
+	Fields []engine.FormField `json:"fields,omitempty"`
+	// Deadline is when a wait for answers gives up, as stored.
+	Deadline string `json:"deadline,omitempty"`
 }
 
 type nodeOutput struct {
@@ -173,8 +177,12 @@ func viewRun(ctx context.Context, r runReader, id string, st storeInfo) (*runVie
 		return nil, err
 	}
 	for _, ix := range pending {
-		if ix.Kind == engine.KindAsync && ix.Pending() {
+		switch {
+		case !ix.Pending():
+		case ix.Kind == engine.KindAsync:
 			v.Questions = append(v.Questions, ix)
+		case v.Pause != nil && ix.ID == v.Pause.InteractionID:
+			v.Pause.Fields = ix.Fields
 		}
 	}
 	if run.Status != engine.StatusPausedWaitingHuman {
@@ -239,7 +247,8 @@ func (v *runView) readEvents(ctx context.Context, r runReader) error {
 				if ev.Data["await"] == true {
 					kind = engine.KindAwait
 				}
-				asked[id] = &pauseView{InteractionID: id, Node: ev.NodeID, Kind: kind, Questions: q}
+				deadline, _ := ev.Data["deadline"].(string)
+				asked[id] = &pauseView{InteractionID: id, Node: ev.NodeID, Kind: kind, Questions: q, Deadline: deadline}
 			case engine.EventRunPaused:
 				id, _ := ev.Data["interaction_id"].(string)
 				if p, ok := asked[id]; ok {

@@ -78,7 +78,7 @@ func TestRunsShowPausedForm(t *testing.T) {
 	for _, want := range []string{
 		"run rel-1: workflow release (" + wf + ")\nstatus: paused_waiting_human\nnode: approve (paused)\n",
 		"run rel-1 paused at node approve, waiting for the answers of rel-1_approve:\n  Approve the release of 2.0?\nfields:\n  approved: bool\n  reason: string\n",
-		"answer with: iterion resume --run-id rel-1 --answer approved=… --answer reason=… --store-dir " + st + "\n",
+		"answer with: iterion runs answer rel-1 rel-1_approve approved=… reason=… --store-dir " + st + "\n",
 		"outputs:\n  prep:\n    v: 2.0\n",
 	} {
 		if !strings.Contains(out, want) {
