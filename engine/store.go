@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -38,6 +39,10 @@ type Store interface {
 	RequestStop(ctx context.Context, runID, reason string) (*Run, error)
 	// Checkpoint returns the run's last checkpoint, nil when there is none.
 	Checkpoint(ctx context.Context, runID string) ([]byte, error)
+	// History returns up to limit entries of one history series of a run
+	// with Index >= from, in index order (limit <= 0: all of them); an
+	// unknown series has none, an unknown run fails with ErrNotFound.
+	History(ctx context.Context, runID, series string, from, limit int) ([]HistoryEntry, error)
 
 	// PostQuestion stores a new pending async question of a node under the
 	// next id <run>_<node>_async_<n>, with its human_input_requested event
@@ -92,6 +97,9 @@ type Change struct {
 	Error       string
 	// Checkpoint, when not nil, replaces the run's checkpoint.
 	Checkpoint []byte
+	// History entries are stored each under its own key; an entry given
+	// again (same series and index) replaces the first.
+	History []HistoryEntry
 	// Events are appended; the store assigns their Seq.
 	Events []Event
 	// Interactions are stored as given: blocking and await pauses only
@@ -101,6 +109,18 @@ type Change struct {
 	Outbox []OutboxRow
 	// Sync makes the change durable before Commit returns.
 	Sync bool
+}
+
+// HistoryEntry is one entry of a run's history series: a past output of a
+// node whose .history is read (series "outputs.<node>") or a published
+// version of an artifact ("artifacts.<name>"). The checkpoint counts the
+// entries of each series and the store keeps the entries, each written
+// once, so a checkpoint does not grow with a loop.
+type HistoryEntry struct {
+	Series string
+	Index  int
+	// Data is the entry's JSON.
+	Data json.RawMessage
 }
 
 // PostRequest asks the store to post an async question.

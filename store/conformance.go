@@ -34,6 +34,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) engine.Store) {
 		{"CommitStatus", testCommitStatus},
 		{"RequestStop", testRequestStop},
 		{"CommitCheckpoint", testCommitCheckpoint},
+		{"History", testHistory},
 		{"CommitInteractions", testCommitInteractions},
 		{"PostQuestion", testPostQuestion},
 		{"AsyncIDs", testAsyncIDs},

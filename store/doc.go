@@ -16,6 +16,8 @@
 //	                                   oldest first; removed by the answer
 //	inbox/<run>/<seq>                  queued message for an agent (engine.InboxMessage)
 //	ev/<run>/<seq>                     event log (engine.Event), seq from 1
+//	hist/<run>/<series>/<index>        history entry (engine.HistoryEntry): a node's past output
+//	                                   or an artifact's version; the series is path-escaped
 //	outbox/<id>                        pending side effect (engine.OutboxRow), id from engine.NewID
 //	seq/<run>/ev                       last event seq of the run
 //	seq/<run>/inbox                    last inbox seq of the run

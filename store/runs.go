@@ -165,6 +165,8 @@ func failureStatus(s engine.Status) bool {
 //     with any other. FinishedAt is set when the status becomes terminal and
 //     cleared when it stops being terminal (a resume).
 //   - Checkpoint, when not nil, replaces the checkpoint.
+//   - History entries are written under hist/<run>/<series>/<index>,
+//     replacing an entry of the same series and index.
 //   - Events are appended with the next Seq numbers; RunID is the change's,
 //     and a zero Time becomes now.
 //   - Interactions are stored as given (RunID defaulting to the change's),
@@ -216,6 +218,9 @@ func (db *DB) Commit(ctx context.Context, c engine.Change) error {
 			if err := put(txn, ckptKey(run.ID), checkpointRecord{Data: c.Checkpoint}); err != nil {
 				return err
 			}
+		}
+		if err := putHistory(txn, run.ID, c.History); err != nil {
+			return err
 		}
 		if err := appendEvents(txn, run.ID, c.Events, now); err != nil {
 			return err
