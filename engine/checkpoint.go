@@ -1,20 +1,29 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/iterion-bot/iterion/dsl"
 )
 
-// checkpointVersion is the format version of the checkpoint JSON.
-const checkpointVersion = 1
+// checkpointVersion is the format version of the checkpoint JSON. Version
+// 1 held every output, history and artifact version inline; decoding one
+// moves them to Unstored, and the run's next commit stores them apart.
+const checkpointVersion = 2
 
 // checkpoint is the resumable state of a run between nodes: with the IR
 // and the store's records it is the whole run. It is written after every
 // node, so a crash re-runs at most the node that was executing.
+//
+// Outputs are not in it: each is a history entry of its node's series,
+// stored once (Change.History), and the checkpoint counts them. So its size
+// depends on the workflow, not on how long the run has looped.
 type checkpoint struct {
 	V  int `json:"v"`
 	IR int `json:"ir"`
@@ -22,12 +31,17 @@ type checkpoint struct {
 	// terminal target when the run is ending.
 	Node  string         `json:"node"`
 	Input map[string]any `json:"input,omitempty"`
-	// Outputs holds the latest output of every node that ran; History all
-	// outputs of nodes that ran more than once.
-	Outputs map[string]map[string]any `json:"outputs"`
-	History map[string][]any          `json:"history,omitempty"`
-	// Artifacts holds every published version, oldest first.
-	Artifacts map[string][]any `json:"artifacts,omitempty"`
+	// Entries counts the stored entries of each history series.
+	// "outputs.<node>" holds every output of a node whose .history is read,
+	// and of any other node its latest alone (index 0, replaced each time);
+	// either way a node's latest output is the last entry of its series.
+	// "artifacts.<name>" holds every published version, oldest first.
+	Entries map[string]int `json:"entries,omitempty"`
+	// Unstored holds the entries recorded since the run last committed a
+	// checkpoint; that commit stores them apart and drops them from here.
+	Unstored []HistoryEntry `json:"unstored,omitempty"`
+	// Artifacts holds the latest published version of each artifact.
+	Artifacts map[string]any `json:"latest_artifacts,omitempty"`
 	// Loops counts the crossings of each loop; LoopPrev is the output that
 	// last crossed it.
 	Loops      map[string]int `json:"loops,omitempty"`
@@ -43,6 +57,10 @@ type checkpoint struct {
 	Tokens     int64   `json:"tokens"`
 	CostUSD    float64 `json:"cost_usd"`
 	ElapsedNS  int64   `json:"elapsed_ns"`
+	// StoredBytes counts what the run has handed to the store: events,
+	// history entries, interactions, outbox rows, and each checkpoint it
+	// wrote (see runLimits.storedBytes).
+	StoredBytes int64 `json:"stored_bytes,omitempty"`
 
 	// Pause describes the blocking question the run waits on.
 	Pause *pauseState `json:"pause,omitempty"`
@@ -52,14 +70,15 @@ type checkpoint struct {
 	// with the same deadline, on the trunk or when its fan-out runs again.
 	Gates map[string]time.Time `json:"gates,omitempty"`
 
-	// encoded caches the JSON of each output, so writing the checkpoint
-	// after every node does not re-encode every earlier output. An output
-	// is never modified once recorded; recording a new one drops its entry.
-	encoded map[string]json.RawMessage
+	// Outputs holds the latest output of every node that ran, and History
+	// all outputs of the nodes whose .history is read (historyBytes their
+	// size as stored); both are read from the store by load, and kept up to
+	// date by record.
+	Outputs      map[string]map[string]any `json:"-"`
+	History      map[string][]any          `json:"-"`
+	historyBytes int64
+	loaded       bool
 }
-
-// checkpointWire is checkpoint without its methods, for encoding.
-type checkpointWire checkpoint
 
 type pauseState struct {
 	InteractionID string          `json:"interaction_id"`
@@ -88,11 +107,33 @@ func (p *pauseState) scope() string {
 }
 
 func newCheckpoint(w *dsl.Workflow) *checkpoint {
-	return &checkpoint{
-		V: checkpointVersion, IR: dsl.IRVersion, Node: w.Entry,
-		Outputs: map[string]map[string]any{}, History: map[string][]any{}, Artifacts: map[string][]any{},
-		Loops: map[string]int{}, LoopPrev: map[string]any{}, RoundRobin: map[string]int{},
-		Visits: map[string]int{}, Emitted: map[string]map[string]any{}, Gates: map[string]time.Time{},
+	c := &checkpoint{V: checkpointVersion, IR: dsl.IRVersion, Node: w.Entry, loaded: true}
+	c.init()
+	return c
+}
+
+// init makes the nil maps of a new or decoded checkpoint empty.
+func (c *checkpoint) init() {
+	for _, m := range []*map[string]map[string]any{&c.Outputs, &c.Emitted} {
+		if *m == nil {
+			*m = map[string]map[string]any{}
+		}
+	}
+	for _, m := range []*map[string]int{&c.Entries, &c.Loops, &c.RoundRobin, &c.Visits} {
+		if *m == nil {
+			*m = map[string]int{}
+		}
+	}
+	for _, m := range []*map[string]any{&c.Artifacts, &c.LoopPrev} {
+		if *m == nil {
+			*m = map[string]any{}
+		}
+	}
+	if c.History == nil {
+		c.History = map[string][]any{}
+	}
+	if c.Gates == nil {
+		c.Gates = map[string]time.Time{}
 	}
 }
 
@@ -101,74 +142,84 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("decoding checkpoint: %w", err)
 	}
-	if c.V != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint format version %d is not supported (this build reads %d)", c.V, checkpointVersion)
+	if c.V != checkpointVersion && c.V != 1 {
+		return nil, fmt.Errorf("checkpoint format version %d is not supported (this build reads 1 and %d)", c.V, checkpointVersion)
 	}
 	if c.IR != dsl.IRVersion {
 		return nil, fmt.Errorf("checkpoint was written for IR version %d, this build runs %d", c.IR, dsl.IRVersion)
 	}
-	for _, m := range []*map[string]map[string]any{&c.Outputs, &c.Emitted} {
-		if *m == nil {
-			*m = map[string]map[string]any{}
+	c.init()
+	if c.V == 1 {
+		var old checkpointV1
+		if err := json.Unmarshal(b, &old); err != nil {
+			return nil, fmt.Errorf("decoding checkpoint: %w", err)
 		}
-	}
-	if c.History == nil {
-		c.History = map[string][]any{}
-	}
-	if c.Artifacts == nil {
-		c.Artifacts = map[string][]any{}
-	}
-	if c.Loops == nil {
-		c.Loops = map[string]int{}
-	}
-	if c.LoopPrev == nil {
-		c.LoopPrev = map[string]any{}
-	}
-	if c.RoundRobin == nil {
-		c.RoundRobin = map[string]int{}
-	}
-	if c.Visits == nil {
-		c.Visits = map[string]int{}
-	}
-	if c.Gates == nil {
-		c.Gates = map[string]time.Time{}
+		if err := c.migrateV1(&old); err != nil {
+			return nil, err
+		}
 	}
 	return &c, nil
 }
 
-func (c *checkpoint) encode() ([]byte, error) {
-	if c.encoded == nil {
-		c.encoded = map[string]json.RawMessage{}
-	}
-	outputs := make(map[string]json.RawMessage, len(c.Outputs))
-	for id, out := range c.Outputs {
-		b, ok := c.encoded[id]
-		if !ok {
-			var err error
-			if b, err = json.Marshal(out); err != nil {
-				return nil, fmt.Errorf("encoding the output of %s: %w", id, err)
+// checkpointV1 is what version 1 kept inline that version 2 stores apart.
+type checkpointV1 struct {
+	Outputs   map[string]map[string]any `json:"outputs"`
+	History   map[string][]any          `json:"history"`
+	Artifacts map[string][]any          `json:"artifacts"`
+}
+
+// migrateV1 turns the inline outputs, history and artifact versions of a
+// version 1 checkpoint into unstored entries.
+func (c *checkpoint) migrateV1(old *checkpointV1) error {
+	series := func(name string, values []any) error {
+		for i, v := range values {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("migrating checkpoint: %s: %w", name, err)
 			}
-			c.encoded[id] = b
+			c.Unstored = append(c.Unstored, HistoryEntry{Series: name, Index: i, Data: b})
 		}
-		outputs[id] = b
+		c.Entries[name] = len(values)
+		return nil
 	}
-	// The outer Outputs field shadows the embedded one of the same name.
-	wire := struct {
-		*checkpointWire
-		Outputs map[string]json.RawMessage `json:"outputs"`
-	}{(*checkpointWire)(c), outputs}
-	b, err := json.Marshal(wire)
+	for _, id := range slices.Sorted(maps.Keys(old.Outputs)) {
+		values := old.History[id]
+		if len(values) == 0 {
+			values = []any{old.Outputs[id]}
+		}
+		if err := series(outputSeries(id), values); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(old.Artifacts)) {
+		versions := old.Artifacts[name]
+		if len(versions) == 0 {
+			continue
+		}
+		if err := series(artifactSeries(name), versions); err != nil {
+			return err
+		}
+		c.Artifacts[name] = versions[len(versions)-1]
+	}
+	c.V = checkpointVersion
+	return nil
+}
+
+func (c *checkpoint) encode() ([]byte, error) {
+	b, err := json.Marshal((*checkpointWire)(c))
 	if err != nil {
 		return nil, fmt.Errorf("encoding checkpoint: %w", err)
 	}
 	return b, nil
 }
 
-// setOutput records a node's output and drops its cached encoding.
-func (c *checkpoint) setOutput(id string, out map[string]any) {
-	c.Outputs[id] = out
-	delete(c.encoded, id)
-}
+// checkpointWire is checkpoint without its methods, for encoding.
+type checkpointWire checkpoint
+
+// outputSeries and artifactSeries name the history series of a node's
+// outputs and of an artifact's versions.
+func outputSeries(node string) string   { return "outputs." + node }
+func artifactSeries(name string) string { return "artifacts." + name }
 
 // Snapshot is what the outside world may be shown of a run's checkpoint:
 // the status comment and the check run read it.
@@ -201,12 +252,28 @@ func ReadSnapshot(raw []byte) (*Snapshot, error) {
 			out.Gates[node] = at
 		}
 	}
-	for name, versions := range ck.Artifacts {
-		if len(versions) > 0 {
-			out.Artifacts[name] = versions[len(versions)-1]
-			out.Versions[name] = len(versions)
-		}
+	for name, latest := range ck.Artifacts {
+		out.Artifacts[name] = latest
+		out.Versions[name] = ck.Entries[artifactSeries(name)]
 	}
 	out.Tokens, out.CostUSD = ck.Tokens, ck.CostUSD
 	return out, nil
+}
+
+// ReadOutputs reads the latest output of every node of a run that has
+// produced one: the checkpoint counts them, the store keeps them. A run
+// without a checkpoint has none.
+func ReadOutputs(ctx context.Context, s Store, runID string) (map[string]map[string]any, error) {
+	raw, err := s.Checkpoint(ctx, runID)
+	if err != nil || raw == nil {
+		return map[string]map[string]any{}, err
+	}
+	ck, err := decodeCheckpoint(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := ck.load(ctx, s, runID, nil, maxHistoryBytes); err != nil {
+		return nil, err
+	}
+	return ck.Outputs, nil
 }

@@ -787,7 +787,7 @@ func TestCancelKeepsGateDeadline(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("no gate in the checkpoint: %s", raw)
 	}
-	before := string(raw[i : i+60])
+	before := string(raw[i:min(i+60, len(raw))])
 	snap, err := engine.ReadSnapshot(raw)
 	if err != nil || len(snap.Gates) != 1 || time.Until(snap.Gates["gate"]) < 59*time.Minute || time.Until(snap.Gates["gate"]) > time.Hour {
 		t.Errorf("ReadSnapshot = %+v, %v; want gate due in an hour", snap, err)
@@ -847,7 +847,7 @@ workflow w:
 		if i < 0 {
 			t.Fatalf("no branch gate in the checkpoint: %s", raw)
 		}
-		return string(raw[i : i+60])
+		return string(raw[i:min(i+60, len(raw))])
 	}
 	stopAtGate := func() string {
 		parked := make(chan struct{}, 1)

@@ -30,8 +30,11 @@ type runState struct {
 	// other in the store (a conflict there costs a retry).
 	commitMu sync.Mutex
 	// history lists the nodes whose .history something reads; only their
-	// past outputs are kept, so a long loop does not grow the checkpoint.
+	// past outputs are kept.
 	history map[string]bool
+	limits  runLimits
+	// schemas holds the output validators of the run's workflow.
+	schemas validators
 }
 
 // nodeFailure is a node's failure with its failure code.
@@ -57,6 +60,11 @@ var errStopped = errors.New("run stopped")
 // drive executes a run from its checkpoint until it stops, and returns the
 // run as stored.
 func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string) (*Run, error) {
+	return e.driveLimited(ctx, w, run, ck, workdir, e.limits())
+}
+
+// driveLimited is drive under the given limits.
+func (e *Engine) driveLimited(ctx context.Context, w *dsl.Workflow, run *Run, ck *checkpoint, workdir string, limits runLimits) (*Run, error) {
 	// Taken even when ctx is already cancelled, so the loop below records
 	// the cancellation.
 	acquired, err := e.store.Acquire(context.WithoutCancel(ctx), run.ID, e.owner)
@@ -78,8 +86,15 @@ func (e *Engine) drive(ctx context.Context, w *dsl.Workflow, run *Run, ck *check
 			return nil, fmt.Errorf("finding the work directory: %w", err)
 		}
 	}
-	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now(), history: historyReaders(w)}
+	rs := &runState{e: e, w: w, run: run, ck: ck, workdir: workdir, began: e.now(), history: historyReaders(w), limits: limits}
 	log := e.log.With("run", run.ID)
+	if err := rs.load(ctx); err != nil {
+		var nf *nodeFailure
+		if errors.As(err, &nf) {
+			return rs.finish(ctx, StatusFailedResumable, nf.code, nf.err.Error())
+		}
+		return nil, fmt.Errorf("resuming run %s: %w", run.ID, err)
+	}
 	for {
 		next := rs.ck.Node
 		switch next {
@@ -148,6 +163,9 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 	if err := rs.checkBudget(); err != nil {
 		return nil, err
 	}
+	if err := rs.checkStored(0, 0); err != nil {
+		return nil, err
+	}
 	rs.mu.Lock()
 	rs.ck.Visits[n.ID]++
 	rs.ck.Iterations++
@@ -184,32 +202,108 @@ func (rs *runState) step(ctx context.Context, n *dsl.Node, input map[string]any,
 		return nil, err
 	}
 	if n.Output != nil && n.Kind != dsl.NodeAwaitAnswers {
-		if err := validateOutput(n.Output, out); err != nil {
+		if err := rs.schemas.validate(n.Output, out); err != nil {
 			return nil, failf(CodeSchemaValidation, "output does not match schema %s: %v", n.Output.Name, err)
 		}
 	}
 	// A secret a node printed must not reach its artifact, a later
 	// node's input or the checkpoint.
 	out = rs.e.redact.Map(out)
-	rs.record(n, out)
+	// The output is stored in node_finished, as the node's entry and,
+	// when published, as an artifact version.
+	copies := int64(2)
+	if n.Publish != "" {
+		copies++
+	}
+	if err := rs.checkStored(jsonSize(out), copies); err != nil {
+		return nil, err
+	}
+	if err := rs.record(n, out); err != nil {
+		return nil, err
+	}
 	data := map[string]any{"output": out, "_duration_ms": rs.e.now().Sub(start).Milliseconds()}
 	rs.emit(Event{Type: EventNodeFinished, NodeID: n.ID, BranchID: branch, Data: data})
 	return out, nil
 }
 
-// record stores a node's output, its history and its published artifact.
-func (rs *runState) record(n *dsl.Node, out map[string]any) {
+// record stores a node's output, its history and its published artifact:
+// in memory, and as entries the next checkpoint commit stores.
+func (rs *runState) record(n *dsl.Node, out map[string]any) error {
+	data, err := json.Marshal(out)
+	if err != nil {
+		return failf(CodeExecutionFailed, "its output cannot be stored: %v", err)
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	ck := rs.ck
+	series := outputSeries(n.ID)
+	index := 0 // a node whose history nobody reads keeps its latest output only
 	if rs.history[n.ID] {
-		rs.ck.History[n.ID] = append(rs.ck.History[n.ID], out)
+		if size, max := ck.historyBytes+int64(len(data)), rs.maxHistory(); size > max {
+			return historyTooLarge(n.ID, ck.Entries[series]+1, size, max)
+		}
+		index = ck.Entries[series]
+		ck.History[n.ID] = append(ck.History[n.ID], out)
+		ck.historyBytes += int64(len(data))
 	}
-	rs.ck.setOutput(n.ID, out)
+	ck.Entries[series] = index + 1
+	ck.unstore(HistoryEntry{Series: series, Index: index, Data: data})
+	ck.Outputs[n.ID] = out
 	if n.Publish != "" {
-		rs.ck.Artifacts[n.Publish] = append(rs.ck.Artifacts[n.Publish], out)
-		version := len(rs.ck.Artifacts[n.Publish]) - 1
+		series := artifactSeries(n.Publish)
+		version := ck.Entries[series]
+		ck.Entries[series] = version + 1
+		ck.unstore(HistoryEntry{Series: series, Index: version, Data: data})
+		ck.Artifacts[n.Publish] = out
 		rs.events = append(rs.events, rs.event(Event{Type: EventArtifactWritten, NodeID: n.ID, Data: map[string]any{"publish": n.Publish, "version": version}}))
 	}
+	return nil
+}
+
+// unstore queues h for the next checkpoint commit, replacing an entry of
+// the same series and index queued before.
+func (c *checkpoint) unstore(h HistoryEntry) {
+	for i := range c.Unstored {
+		if c.Unstored[i].Series == h.Series && c.Unstored[i].Index == h.Index {
+			c.Unstored[i] = h
+			return
+		}
+	}
+	c.Unstored = append(c.Unstored, h)
+}
+
+func (rs *runState) maxHistory() int64 {
+	if rs.limits.historyBytes > 0 {
+		return rs.limits.historyBytes
+	}
+	return maxHistoryBytes
+}
+
+// load reads the outputs of a decoded checkpoint from the store, once.
+func (rs *runState) load(ctx context.Context) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.ck.load(context.WithoutCancel(ctx), rs.e.store, rs.run.ID, rs.history, rs.maxHistory())
+}
+
+// checkStored refuses a node once the run has stored its budget, or when
+// its output, stored copies times, would take the run past it.
+func (rs *runState) checkStored(output, copies int64) error {
+	budget := rs.limits.storedBytes
+	if budget <= 0 {
+		return nil
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	used := rs.ck.StoredBytes
+	if used+output*copies < budget {
+		return nil
+	}
+	rs.events = append(rs.events, rs.event(Event{Type: EventBudgetExceeded, Data: map[string]any{"dimension": "stored_bytes", "used": used, "output": output, "limit": budget}}))
+	if output == 0 {
+		return failf(CodeBudgetExceeded, "the run has stored %s, its budget of stored data (%s): no new node starts; bound the loop or make outputs smaller", byteSize(used), byteSize(budget))
+	}
+	return failf(CodeBudgetExceeded, "its output of %s, stored %d times, would take the run past its budget of stored data (%s, of which %s used): bound the loop or make the output smaller", byteSize(output), copies, byteSize(budget), byteSize(used))
 }
 
 // emit queues an event for the next commit.
@@ -244,15 +338,23 @@ func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error 
 	rs.commitMu.Lock()
 	defer rs.commitMu.Unlock()
 	rs.mu.Lock()
+	events := append(rs.events, c.Events...)
+	rs.events = nil
 	var b []byte
 	var err error
 	if checkpoint {
+		// The entries recorded since the last checkpoint go with this one,
+		// so that the stored entries always match a stored checkpoint.
+		c.History = append(c.History, rs.ck.Unstored...)
+		rs.ck.Unstored = nil
+		rs.ck.StoredBytes += changeSize(events, c)
 		rs.ck.ElapsedNS += int64(rs.e.now().Sub(rs.began))
 		rs.began = rs.e.now()
 		b, err = rs.ck.encode()
+		rs.ck.StoredBytes += int64(len(b))
+	} else {
+		rs.ck.StoredBytes += changeSize(events, c)
 	}
-	events := append(rs.events, c.Events...)
-	rs.events = nil
 	rs.mu.Unlock()
 	if err != nil {
 		return err
@@ -264,7 +366,7 @@ func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error 
 			// An acknowledged Stop wins over the end or pause this change
 			// would have stored: the run ends cancelled, and the events
 			// queued before this change are kept.
-			return rs.endStopped(ctx, b, queued)
+			return rs.endStopped(ctx, b, c.History, queued)
 		}
 		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
 	}
@@ -276,12 +378,32 @@ func (rs *runState) write(ctx context.Context, c Change, checkpoint bool) error 
 	return nil
 }
 
+// changeSize is what c, with events, hands to the store besides its
+// checkpoint.
+func changeSize(events []Event, c Change) int64 {
+	var n int64
+	for _, ev := range events {
+		// The fields around the data: type, run, node, branch, seq, time.
+		n += 120 + int64(len(ev.Type)+len(ev.RunID)+len(ev.NodeID)+len(ev.BranchID)) + jsonSize(ev.Data)
+	}
+	for _, h := range c.History {
+		n += 40 + int64(len(h.Series)+len(h.Data))
+	}
+	for _, ix := range c.Interactions {
+		n += 200 + jsonSize(ix.Questions) + jsonSize(ix.Answers)
+	}
+	for _, row := range c.Outbox {
+		n += 100 + int64(len(row.Payload))
+	}
+	return n
+}
+
 // endStopped stores the run cancelled for the Stop recorded on it, with
-// checkpoint and the queued events, and returns errStopped. The caller
-// holds commitMu.
-func (rs *runState) endStopped(ctx context.Context, checkpoint []byte, queued []Event) error {
+// checkpoint, its history entries and the queued events, and returns
+// errStopped. The caller holds commitMu.
+func (rs *runState) endStopped(ctx context.Context, checkpoint []byte, history []HistoryEntry, queued []Event) error {
 	c := cancelChange(rs.run, rs.stopReason(ctx))
-	c.Checkpoint = checkpoint
+	c.Checkpoint, c.History = checkpoint, history
 	c.Events = append(queued, rs.event(c.Events[0]))
 	if err := rs.e.store.Commit(context.WithoutCancel(ctx), c); err != nil {
 		return fmt.Errorf("saving run %s: %w", rs.run.ID, err)
@@ -366,6 +488,11 @@ func (rs *runState) checkBudget() error {
 // target with its input. A fan-out router runs its branches here and
 // returns the node where they converge.
 func (rs *runState) advance(ctx context.Context, n *dsl.Node, out map[string]any, branch string) (string, map[string]any, error) {
+	// A resume that records a human node's answers advances from a
+	// checkpoint it decoded: its outputs are read first.
+	if err := rs.load(ctx); err != nil {
+		return "", nil, err
+	}
 	if n.Router != nil && n.Router.Mode == dsl.RouterFanOutAll {
 		if branch != "" {
 			return "", nil, failf(CodeExecutionFailed, "a fan-out inside a fan-out branch is not supported yet")
@@ -385,7 +512,11 @@ func (rs *runState) take(e *dsl.Edge, out map[string]any, branch string) (string
 	s := rs.scope(out)
 	input := map[string]any{}
 	for _, m := range e.With {
-		input[m.Key] = renderValue(m.Value, s)
+		v, err := renderValue(m.Value, s)
+		if err != nil {
+			return "", nil, failf(CodeExecutionFailed, "edge %s: with %s: %v", e.ID(), m.Key, err)
+		}
+		input[m.Key] = v
 	}
 	data := map[string]any{"from": e.From, "to": e.To}
 	rs.mu.Lock()
@@ -529,11 +660,7 @@ func (rs *runState) scope(input map[string]any) *scope {
 			"max_cost_usd": rs.w.Budget.MaxCostUSD, "max_duration_seconds": rs.w.Budget.MaxDuration.Seconds(),
 		},
 	}
-	for name, versions := range rs.ck.Artifacts {
-		if len(versions) > 0 {
-			s.artifacts[name] = versions[len(versions)-1]
-		}
-	}
+	maps.Copy(s.artifacts, rs.ck.Artifacts)
 	for _, l := range rs.w.Loops {
 		s.loops[l.Name] = map[string]any{"iteration": int64(rs.ck.Loops[l.Name]), "max": int64(l.Max), "previous_output": rs.ck.LoopPrev[l.Name]}
 	}

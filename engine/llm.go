@@ -43,9 +43,17 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		return nil, failf(CodeCapabilityUnsupported, "backend %q cannot serve interaction: async (ask_user_async and await_answers); use claw, claude_code or pi", name)
 	}
 	s := rs.scope(input)
+	system, err := renderText(n.LLM.System, s)
+	if err != nil {
+		return nil, failf(CodeContextLengthExceeded, "system prompt: %v", err)
+	}
+	user, err := renderText(n.LLM.User, s)
+	if err != nil {
+		return nil, failf(CodeContextLengthExceeded, "prompt: %v", err)
+	}
 	task := &Task{
 		RunID: rs.run.ID, NodeID: n.ID, Iteration: iteration,
-		System: render(n.LLM.System, s), User: render(n.LLM.User, s),
+		System: system, User: user,
 		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
 	}

@@ -25,13 +25,16 @@ func (rs *runState) execNode(ctx context.Context, n *dsl.Node, input map[string]
 		}
 		return input, nil // a router passes its input on
 	case dsl.NodeEmit:
-		return rs.emitEvent(n, input), nil
+		return rs.emitEvent(n, input)
 	case dsl.NodeWait:
 		return rs.wait(ctx, n)
 	case dsl.NodeAwaitAnswers:
 		return rs.awaitAnswers(ctx, n, branch)
 	case dsl.NodeFail:
-		msg := render(n.Fail.Message, rs.scope(input))
+		msg, err := renderText(n.Fail.Message, rs.scope(input))
+		if err != nil {
+			return nil, failf(CodeExecutionFailed, "message: %v", err)
+		}
 		if msg == "" {
 			msg = fmt.Sprintf("workflow reached fail node %q", n.ID)
 		}
@@ -191,17 +194,21 @@ func asInt(v any) (int64, bool) {
 }
 
 // emitEvent publishes an emit node's payload in the run's sticky registry.
-func (rs *runState) emitEvent(n *dsl.Node, input map[string]any) map[string]any {
+func (rs *runState) emitEvent(n *dsl.Node, input map[string]any) (map[string]any, error) {
 	s := rs.scope(input)
 	payload := map[string]any{}
 	for _, m := range n.Event.With {
-		payload[m.Key] = renderValue(m.Value, s)
+		v, err := renderValue(m.Value, s)
+		if err != nil {
+			return nil, failf(CodeExecutionFailed, "with %s: %v", m.Key, err)
+		}
+		payload[m.Key] = v
 	}
 	rs.mu.Lock()
 	rs.ck.Emitted[n.Event.Name] = payload
 	rs.mu.Unlock()
 	rs.e.bell.ring()
-	return payload
+	return payload, nil
 }
 
 // wait blocks until its event has been emitted (earlier emits count) or

@@ -96,38 +96,139 @@ func walk(v any, path []string) any {
 	return v
 }
 
-// render substitutes the references of t. An unresolved reference stays
-// as written, {{…}}, so a reader sees what was missing.
-func render(t *dsl.Template, s *scope) string {
-	if t == nil {
-		return ""
+// maxRendered bounds the text of one rendered template: a prompt, a tool
+// command with the values it is given, a fail message, a with mapping. A
+// MiB is more than any model takes as one prompt, and half of what Linux
+// lets a command's arguments and environment hold together.
+const maxRendered = 1 << 20
+
+// renderTooLargeError reports a template whose text would pass its cap.
+// Rendering stops there: the rest is never built.
+type renderTooLargeError struct {
+	max     int
+	at      int64 // the size the text would have had with the part that passed
+	largest string
+	size    int64 // of the largest reference's value
+	uses    int   // of the largest reference in the template
+}
+
+func (e *renderTooLargeError) Error() string {
+	msg := fmt.Sprintf("the rendered text would pass %s (the most a prompt, command or message may hold) at %s", byteSize(int64(e.max)), byteSize(e.at))
+	if e.largest != "" {
+		msg += fmt.Sprintf("; its largest reference is %s (%s", e.largest, byteSize(e.size))
+		if e.uses > 1 {
+			msg += fmt.Sprintf(", used %d times", e.uses)
+		}
+		msg += ")"
 	}
+	return msg + ": refer to a smaller field, or have the node that made it write a file and pass its path"
+}
+
+// sizer tracks the size of a text being rendered and its largest
+// reference, and refuses to pass max.
+type sizer struct {
+	t       *dsl.Template
+	max     int
+	n       int64
+	largest *dsl.Ref
+	size    int64
+}
+
+// add counts size more bytes, of ref's value when ref is not nil.
+func (z *sizer) add(ref *dsl.Ref, size int64) error {
+	if ref != nil && size > z.size {
+		z.largest, z.size = ref, size
+	}
+	if z.n+size > int64(z.max) {
+		e := &renderTooLargeError{max: z.max, at: z.n + size}
+		if z.largest != nil {
+			e.largest, e.size = z.largest.String(), z.size
+			for _, p := range z.t.Parts {
+				if p.Ref != nil && p.Ref.String() == e.largest {
+					e.uses++
+				}
+			}
+		}
+		return e
+	}
+	z.n += size
+	return nil
+}
+
+// refText is the text a value takes in a template, unless it would pass
+// what z has left: then the value is not encoded at all.
+func (z *sizer) refText(ref *dsl.Ref, v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, z.add(ref, int64(len(x)))
+	case map[string]any, []any:
+		if err := z.add(ref, jsonSize(x)); err != nil {
+			return "", err
+		}
+		return valueText(x), nil
+	}
+	text := valueText(v)
+	return text, z.add(ref, int64(len(text)))
+}
+
+// renderText substitutes the references of t. An unresolved reference
+// stays as written, {{…}}, so a reader sees what was missing. It fails
+// with a *renderTooLargeError as soon as the text would pass maxRendered.
+func renderText(t *dsl.Template, s *scope) (string, error) {
+	return renderLimited(t, s, maxRendered)
+}
+
+// renderLimited is renderText with a cap of max bytes; on failure it
+// returns the text rendered before the cap.
+func renderLimited(t *dsl.Template, s *scope, max int) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	z := &sizer{t: t, max: max}
 	var b strings.Builder
 	for _, p := range t.Parts {
-		if p.Ref == nil {
-			b.WriteString(p.Literal)
-			continue
+		text := p.Literal
+		var err error
+		switch {
+		case p.Ref == nil:
+			err = z.add(nil, int64(len(text)))
+		default:
+			v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
+			if v == nil {
+				text = p.Ref.String()
+				err = z.add(nil, int64(len(text)))
+			} else {
+				text, err = z.refText(p.Ref, v)
+			}
 		}
-		v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
-		if v == nil {
-			b.WriteString(p.Ref.String())
-			continue
+		if err != nil {
+			return b.String(), err
 		}
-		b.WriteString(valueText(v))
+		b.WriteString(text)
 	}
-	return b.String()
+	return b.String(), nil
+}
+
+// render is renderText for a text that is shown, not run (a human node's
+// instructions): past the cap it is cut, with a note saying why.
+func render(t *dsl.Template, s *scope) string {
+	text, err := renderText(t, s)
+	if err != nil {
+		return text + "\n…(cut: " + err.Error() + ")"
+	}
+	return text
 }
 
 // renderValue renders a with mapping: a template that is exactly one
 // reference passes the value with its type; anything else is text.
-func renderValue(t *dsl.Template, s *scope) any {
+func renderValue(t *dsl.Template, s *scope) (any, error) {
 	if t.IsSingleRef() {
 		r := t.Parts[0].Ref
 		if v := s.Lookup(r.Namespace, r.Path); v != nil {
-			return v
+			return v, nil
 		}
 	}
-	return render(t, s)
+	return renderText(t, s)
 }
 
 // CodeToolFailedPermanent (upstream's TOOL_FAILED_PERMANENT) fails a tool
@@ -154,22 +255,39 @@ func renderCommand(t *dsl.Template, s *scope) (string, []string, error) {
 	pieces := make([]shell.Piece, 0, len(t.Parts))
 	var refs []*dsl.Ref
 	var values []string
+	// The command's text and the values it is given count together.
+	z := &sizer{t: t, max: maxRendered}
+	tooLarge := func(err error) (string, []string, error) {
+		return "", nil, failf(CodeToolFailedPermanent, "command: %v", err)
+	}
 	for _, p := range t.Parts {
 		if p.Ref == nil {
+			if err := z.add(nil, int64(len(p.Literal))); err != nil {
+				return tooLarge(err)
+			}
 			pieces = append(pieces, shell.Piece{Text: p.Literal})
 			continue
 		}
 		v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
-		switch {
-		case v == nil:
-			pieces = append(pieces, shell.Piece{Text: p.Ref.String()})
-		case p.Ref.Raw:
-			pieces = append(pieces, shell.Piece{Text: valueText(v)})
-		default:
-			pieces = append(pieces, shell.Piece{Hole: true})
-			refs = append(refs, p.Ref)
-			values = append(values, valueText(v))
+		if v == nil {
+			text := p.Ref.String()
+			if err := z.add(nil, int64(len(text))); err != nil {
+				return tooLarge(err)
+			}
+			pieces = append(pieces, shell.Piece{Text: text})
+			continue
 		}
+		text, err := z.refText(p.Ref, v)
+		if err != nil {
+			return tooLarge(err)
+		}
+		if p.Ref.Raw {
+			pieces = append(pieces, shell.Piece{Text: text})
+			continue
+		}
+		pieces = append(pieces, shell.Piece{Hole: true})
+		refs = append(refs, p.Ref)
+		values = append(values, text)
 	}
 	uses := shell.Scan(pieces)
 	var b strings.Builder
@@ -209,13 +327,14 @@ const maxEnvEntry = 128 << 10
 
 // quoteValue shows a refused value in a message: quoted, escaped, and cut
 // to 60 runes, so a hostile value cannot forge lines or flood the log.
-func quoteValue(v string) string {
-	const max = 60
-	if utf8.RuneCountInString(v) > max {
-		r := []rune(v)
-		return strconv.Quote(string(r[:max])) + "…"
+func quoteValue(v string) string { return quoteStart(v, 60) }
+
+// quoteStart quotes the first max runes of s, escaped, marking a cut.
+func quoteStart(s string, max int) string {
+	if utf8.RuneCountInString(s) > max {
+		return strconv.Quote(string([]rune(s)[:max])) + "…"
 	}
-	return strconv.Quote(v)
+	return strconv.Quote(s)
 }
 
 // valueText renders a value for a template: strings as they are, other

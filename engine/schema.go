@@ -14,14 +14,15 @@ import (
 	"github.com/iterion-bot/iterion/dsl"
 )
 
-// validators compiles each output schema to a JSON Schema validator once
-// and keeps it: the IR is immutable, so the schema pointer is the key.
+// validators compiles each output schema of a run's workflow to a JSON
+// Schema validator once, for that run: the IR is immutable, so the schema
+// pointer is the key, and the cache goes with the run (a process-global
+// map would keep every schema of every workflow ever compiled). Its zero
+// value is ready to use.
 type validators struct {
 	mu sync.Mutex
 	m  map[*dsl.Schema]*jsonschema.Schema
 }
-
-var outputValidators = &validators{m: map[*dsl.Schema]*jsonschema.Schema{}}
 
 func (v *validators) get(s *dsl.Schema) (*jsonschema.Schema, error) {
 	v.mu.Lock()
@@ -38,16 +39,19 @@ func (v *validators) get(s *dsl.Schema) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling schema %s: %w", s.Name, err)
 	}
+	if v.m == nil {
+		v.m = map[*dsl.Schema]*jsonschema.Schema{}
+	}
 	v.m[s] = sch
 	return sch, nil
 }
 
 var printer = message.NewPrinter(language.English)
 
-// validateOutput checks an output against its schema with a JSON Schema
+// validate checks an output against its schema with a JSON Schema
 // validator and names each offending field.
-func validateOutput(s *dsl.Schema, out map[string]any) error {
-	sch, err := outputValidators.get(s)
+func (v *validators) validate(s *dsl.Schema, out map[string]any) error {
+	sch, err := v.get(s)
 	if err != nil {
 		return err
 	}
