@@ -322,3 +322,54 @@ func TestSchemaValidatorsAreNotKept(t *testing.T) {
 		t.Errorf("%d of %d schemas are still referenced after their runs", kept, runs)
 	}
 }
+
+// A tool node with an output schema must print a JSON object: anything
+// else fails the node, quoting what it printed and its exit status. The
+// {result: …} wrapping stays for nodes without a schema.
+func TestToolOutputAgainstSchema(t *testing.T) {
+	tests := []struct {
+		name     string
+		schema   bool
+		command  string
+		wantCode string
+		want     string
+	}{
+		{name: "text without a schema", command: "echo hello", want: "hello"},
+		{name: "object with a schema", schema: true, command: `echo '{"n": 3}'`},
+		{name: "text with a schema", schema: true, command: "echo hello world", wantCode: engine.CodeSchemaValidation,
+			want: `node t: command exited with status 0 and printed "hello world", which is not a JSON object: output schema v needs one with its fields`},
+		{name: "a list with a schema", schema: true, command: "echo '[1, 2]'", wantCode: engine.CodeSchemaValidation,
+			want: `printed "[1, 2]", which is not a JSON object`},
+		{name: "broken JSON with a schema", schema: true, command: "echo '{n: 3}'", wantCode: engine.CodeSchemaValidation,
+			want: `printed "{n: 3}", which is not a JSON object (invalid character 'n' looking for beginning of object key string)`},
+		{name: "nothing with a schema", schema: true, command: "true", wantCode: engine.CodeSchemaValidation,
+			want: "printed nothing, which is not a JSON object"},
+		{name: "a long text is cut", schema: true, command: `head -c 500 /dev/zero | tr '\0' a`, wantCode: engine.CodeSchemaValidation,
+			want: `printed "` + strings.Repeat("a", 200) + `"…, which`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "schema v:\n  n: int\ntool t:\n"
+			if tc.schema {
+				src += "  output: v\n"
+			}
+			src += "  command: `" + tc.command + "`\nworkflow w:\n  entry: t\n  t -> done\n"
+			db := newStore(t)
+			run := start(t, newEngine(t, db, nil), mustCompile(t, src), nil)
+			if tc.wantCode == "" {
+				if run.Status != engine.StatusFinished {
+					t.Fatalf("run = %s %s %q", run.Status, run.FailureCode, run.Error)
+				}
+				if tc.want != "" {
+					if got := toolResult(t, db, run.ID); got != tc.want {
+						t.Errorf("result = %q, want %q", got, tc.want)
+					}
+				}
+				return
+			}
+			if run.FailureCode != tc.wantCode || !strings.Contains(run.Error, tc.want) {
+				t.Errorf("run = %s %s %q, want %s containing %q", run.Status, run.FailureCode, run.Error, tc.wantCode, tc.want)
+			}
+		})
+	}
+}

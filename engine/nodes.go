@@ -119,7 +119,8 @@ const maxToolOutput = 4 << 20
 
 // tool runs a tool node's command with bash -c in the run's workspace,
 // inside the sandbox. Stdout that is a JSON object is the output; any other
-// text becomes {result: text}. A non-zero exit fails the node with the
+// text becomes {result: text}, unless the node declares an output schema:
+// then it fails the node, quoted. A non-zero exit fails the node with the
 // tail of stderr.
 func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
 	command, refs, err := renderCommand(n.Tool.Command, rs.scope(input))
@@ -142,10 +143,27 @@ func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any)
 	}
 	text := strings.TrimSpace(string(res.Stdout))
 	var obj map[string]any
-	if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &obj) == nil && obj != nil {
-		return normalize(obj).(map[string]any), nil
+	var jerr error
+	if strings.HasPrefix(text, "{") {
+		if jerr = json.Unmarshal([]byte(text), &obj); jerr == nil && obj != nil {
+			return normalize(obj).(map[string]any), nil
+		}
 	}
-	return map[string]any{"result": text}, nil
+	if n.Output == nil {
+		return map[string]any{"result": text}, nil
+	}
+	// A declared schema means the command must print its fields: wrapping
+	// the text would only fail the schema with a less useful message.
+	printed := "nothing"
+	if text != "" {
+		// Scrubbed before it is cut: a cut secret would not be found.
+		printed = quoteStart(rs.e.redact.String(text), 200)
+	}
+	why := ""
+	if jerr != nil {
+		why = fmt.Sprintf(" (%v)", jerr)
+	}
+	return nil, failf(CodeSchemaValidation, "command exited with status %d and printed %s, which is not a JSON object%s: output schema %s needs one with its fields", res.ExitCode, printed, why, n.Output.Name)
 }
 
 func tail(s string, n int) string {
