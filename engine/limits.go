@@ -57,9 +57,9 @@ func jsonSize(v any) int64 {
 	case string:
 		return stringSize(x)
 	case int:
-		return int64(len(strconv.Itoa(x)))
+		return intSize(int64(x))
 	case int64:
-		return int64(len(strconv.FormatInt(x, 10)))
+		return intSize(x)
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return 4
@@ -87,6 +87,12 @@ func jsonSize(v any) int64 {
 		return n
 	}
 	return int64(len(fmt.Sprint(v)))
+}
+
+// intSize is the number of characters of n in decimal.
+func intSize(n int64) int64 {
+	var buf [20]byte
+	return int64(len(strconv.AppendInt(buf[:0], n, 10)))
 }
 
 // floatSize is the length of f as encoding/json writes it: like ES6, in

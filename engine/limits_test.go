@@ -39,6 +39,15 @@ func TestJSONSize(t *testing.T) {
 	}
 }
 
+// Sizing an event's data allocates nothing: the run's budget is counted
+// after every node.
+func TestJSONSizeDoesNotAllocate(t *testing.T) {
+	v := map[string]any{"output": map[string]any{"n": int64(12345), "s": "text <&>"}, "_duration_ms": int64(1234), "f": 1.5e-9, "l": []any{true, nil}}
+	if n := testing.AllocsPerRun(100, func() { jsonSize(v) }); n != 0 {
+		t.Errorf("jsonSize allocates %v times per call, want 0", n)
+	}
+}
+
 func FuzzStringSize(f *testing.F) {
 	for _, s := range []string{"", "plain", "\"\\\n\x00<>&", "\u2028日本\xff\xfe", strings.Repeat("é", 40)} {
 		f.Add(s)
