@@ -220,3 +220,16 @@ func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// BenchmarkRenderCap renders 1,000 references to a 3 MB output: refused
+// at the first one. BENCHMARKS.md records the result.
+func BenchmarkRenderCap(b *testing.B) {
+	tmpl := compileTemplate(b, strings.Repeat("{{outputs.c.items}} ", 1000))
+	s := &scope{outputs: map[string]map[string]any{"c": {"items": strings.Repeat("a", 3_000_000)}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := renderText(tmpl, s); err == nil {
+			b.Fatal("rendered past the cap")
+		}
+	}
+}

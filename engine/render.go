@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -144,7 +145,7 @@ func (z *sizer) add(ref *dsl.Ref, size int64) error {
 		if z.largest != nil {
 			e.largest, e.size = z.largest.String(), z.size
 			for _, p := range z.t.Parts {
-				if p.Ref != nil && p.Ref.String() == e.largest {
+				if r := p.Ref; r != nil && r.Raw == z.largest.Raw && r.Namespace == z.largest.Namespace && slices.Equal(r.Path, z.largest.Path) {
 					e.uses++
 				}
 			}

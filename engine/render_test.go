@@ -10,7 +10,7 @@ import (
 
 // compileTemplate gets a template the way the compiler makes it, through a
 // prompt of a tiny workflow.
-func compileTemplate(t *testing.T, text string) *dsl.Template {
+func compileTemplate(t testing.TB, text string) *dsl.Template {
 	t.Helper()
 	src := "vars:\n  name: string\n  n: int\nschema o:\n  items: json\n  ok: bool\ncompute c:\n  output: o\n  expr:\n    items: \"[1, 2]\"\n    ok: \"true\"\ntool t:\n  command: `" + text + "`\nworkflow w:\n  entry: c\n  c -> t\n  t -> done\n"
 	w, ds := dsl.CompileSource("t.bot", []byte(src))
