@@ -21,9 +21,10 @@ const checkpointVersion = 2
 // and the store's records it is the whole run. It is written after every
 // node, so a crash re-runs at most the node that was executing.
 //
-// Outputs are not in it: each is a history entry of its node's series,
-// stored once (Change.History), and the checkpoint counts them. So its size
-// depends on the workflow, not on how long the run has looped.
+// Outputs are not in it, but for small ones: each is a history entry of
+// its node's series, stored once (Change.History), and the checkpoint
+// counts them. So its size depends on the workflow, not on how long the
+// run has looped or how large its outputs are.
 type checkpoint struct {
 	V  int `json:"v"`
 	IR int `json:"ir"`
@@ -33,10 +34,15 @@ type checkpoint struct {
 	Input map[string]any `json:"input,omitempty"`
 	// Entries counts the stored entries of each history series.
 	// "outputs.<node>" holds every output of a node whose .history is read,
-	// and of any other node its latest alone (index 0, replaced each time);
-	// either way a node's latest output is the last entry of its series.
-	// "artifacts.<name>" holds every published version, oldest first.
+	// and of any other node its latest alone (index 0, replaced each time)
+	// unless that is in Small; either way a node's latest output is the last
+	// entry of its series. "artifacts.<name>" holds every published
+	// version, oldest first.
 	Entries map[string]int `json:"entries,omitempty"`
+	// Small holds the latest output of the nodes whose history nobody
+	// reads when it is at most maxInlineOutput bytes: one more stored
+	// record per node costs more than carrying it.
+	Small map[string]json.RawMessage `json:"small_outputs,omitempty"`
 	// Unstored holds the entries recorded since the run last committed a
 	// checkpoint; that commit stores them apart and drops them from here.
 	Unstored []HistoryEntry `json:"unstored,omitempty"`
@@ -132,6 +138,9 @@ func (c *checkpoint) init() {
 	if c.History == nil {
 		c.History = map[string][]any{}
 	}
+	if c.Small == nil {
+		c.Small = map[string]json.RawMessage{}
+	}
 	if c.Gates == nil {
 		c.Gates = map[string]time.Time{}
 	}
@@ -212,6 +221,9 @@ func (c *checkpoint) encode() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// maxInlineOutput is the largest output Small holds.
+const maxInlineOutput = 512
 
 // checkpointWire is checkpoint without its methods, for encoding.
 type checkpointWire checkpoint

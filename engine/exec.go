@@ -237,17 +237,26 @@ func (rs *runState) record(n *dsl.Node, out map[string]any) error {
 	defer rs.mu.Unlock()
 	ck := rs.ck
 	series := outputSeries(n.ID)
-	index := 0 // a node whose history nobody reads keeps its latest output only
-	if rs.history[n.ID] {
+	switch {
+	case rs.history[n.ID]:
 		if size, max := ck.historyBytes+int64(len(data)), rs.maxHistory(); size > max {
 			return historyTooLarge(n.ID, ck.Entries[series]+1, size, max)
 		}
-		index = ck.Entries[series]
+		index := ck.Entries[series]
 		ck.History[n.ID] = append(ck.History[n.ID], out)
 		ck.historyBytes += int64(len(data))
+		ck.Entries[series] = index + 1
+		ck.unstore(HistoryEntry{Series: series, Index: index, Data: data})
+		delete(ck.Small, n.ID)
+	case len(data) <= maxInlineOutput:
+		ck.Small[n.ID] = data
+		delete(ck.Entries, series)
+	default:
+		// Nobody reads its history: the latest output alone is kept.
+		ck.Entries[series] = 1
+		ck.unstore(HistoryEntry{Series: series, Index: 0, Data: data})
+		delete(ck.Small, n.ID)
 	}
-	ck.Entries[series] = index + 1
-	ck.unstore(HistoryEntry{Series: series, Index: index, Data: data})
 	ck.Outputs[n.ID] = out
 	if n.Publish != "" {
 		series := artifactSeries(n.Publish)

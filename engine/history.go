@@ -80,9 +80,10 @@ func historyReaders(w *dsl.Workflow) map[string]bool {
 // historyPage is how many entries load reads from the store at once.
 const historyPage = 256
 
-// load reads from the store the outputs of a decoded checkpoint: the
-// latest of every node, and all of those in history (the nodes whose
-// .history is read), overlaid with the entries not stored yet. A history
+// load reads the outputs of a decoded checkpoint, from the store unless
+// they are small: the latest of every node, and all of those in history
+// (the nodes whose .history is read), overlaid with the entries not
+// stored yet. A history
 // past maxHistory bytes is refused with the failure record would give.
 func (c *checkpoint) load(ctx context.Context, s Store, runID string, history map[string]bool, maxHistory int64) error {
 	if c.loaded {
@@ -98,6 +99,13 @@ func (c *checkpoint) load(ctx context.Context, s Store, runID string, history ma
 	outputs := map[string]map[string]any{}
 	hist := map[string][]any{}
 	var histBytes int64
+	for node, d := range c.Small {
+		var out map[string]any
+		if err := json.Unmarshal(d, &out); err != nil {
+			return fmt.Errorf("decoding the output of %s: %w", node, err)
+		}
+		outputs[node], _ = normalize(out).(map[string]any)
+	}
 	for _, series := range slices.Sorted(maps.Keys(c.Entries)) {
 		node, ok := strings.CutPrefix(series, "outputs.")
 		n := c.Entries[series]

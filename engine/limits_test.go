@@ -176,8 +176,9 @@ func TestCheckpointV1(t *testing.T) {
 	}
 }
 
-// load merges stored and unstored entries, reads only the latest output of
-// a node whose history nobody reads, and refuses a missing entry.
+// load merges stored and unstored entries and the small outputs the
+// checkpoint carries, reads only the latest output of a node whose
+// history nobody reads, and refuses a missing entry.
 func TestCheckpointLoad(t *testing.T) {
 	entry := func(series string, i int, data string) HistoryEntry {
 		return HistoryEntry{Series: series, Index: i, Data: json.RawMessage(data)}
@@ -191,6 +192,7 @@ func TestCheckpointLoad(t *testing.T) {
 	ck.loaded = false
 	ck.Entries = map[string]int{"outputs.h": 3, "outputs.o": 1}
 	ck.Unstored = []HistoryEntry{entry("outputs.h", 2, `{"i":2}`), entry("outputs.o", 0, `{"i":"new"}`)}
+	ck.Small = map[string]json.RawMessage{"s": json.RawMessage(`{"i":3}`)}
 	if err := ck.load(context.Background(), st, "r", map[string]bool{"h": true}, 1<<20); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestCheckpointLoad(t *testing.T) {
 	if diff := cmp.Diff(want, ck.History["h"]); diff != "" {
 		t.Errorf("history of h (-want +got):\n%s", diff)
 	}
-	if ck.Outputs["o"]["i"] != "new" || ck.Outputs["h"]["i"] != int64(2) || ck.History["o"] != nil {
+	if ck.Outputs["o"]["i"] != "new" || ck.Outputs["h"]["i"] != int64(2) || ck.Outputs["s"]["i"] != int64(3) || ck.History["o"] != nil {
 		t.Errorf("outputs = %v, history = %v", ck.Outputs, ck.History)
 	}
 
