@@ -70,6 +70,11 @@ type Options struct {
 	// Answering the last question resumes it, in whichever process owns
 	// the store then. Gates inside fan-out branches still wait in process.
 	ParkGates bool
+	// MaxStoredBytes is the most a run may write to the store (events,
+	// checkpoints, outputs, questions), a run past it failing
+	// BUDGET_EXCEEDED. 0 means DefaultMaxStoredBytes; negative means no
+	// limit.
+	MaxStoredBytes int64
 	// WorkDir, when set, gives the workspace of a run that recorded none,
 	// for the resumes the engine starts by itself. nil means the current
 	// directory.
@@ -114,6 +119,7 @@ type Engine struct {
 	loadWorkflow func(context.Context, *Run) (*dsl.Workflow, error)
 	parkGates    bool
 	workDir      func(*Run) (string, error)
+	maxStored    int64
 
 	mu      sync.Mutex
 	running map[string]*execution
@@ -130,6 +136,7 @@ func New(opts Options) *Engine {
 		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
 		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates, workDir: opts.WorkDir,
+		maxStored: opts.MaxStoredBytes,
 	}
 	if e.parallel <= 0 {
 		e.parallel = 4 * runtime.NumCPU()

@@ -354,3 +354,21 @@ func TestAwaitToolPauseFailsAtItsDeadline(t *testing.T) {
 		t.Errorf("run = %s %s %q, want failed_resumable TIMEOUT naming tool_a_async_1", got.Status, got.FailureCode, got.Error)
 	}
 }
+
+// Options.MaxStoredBytes bounds what a run writes to the store.
+func TestMaxStoredBytesOption(t *testing.T) {
+	w := mustCompile(t, "compute c:\n  expr:\n    n: \"loop.l.iteration\"\nworkflow w:\n  entry: c\n  c -> c as l(999)\n  c -> done\n")
+	db := newStore(t)
+	e, _ := lifecycleEngine(t, db, w, nil, func(o *engine.Options) { o.MaxStoredBytes = 20_000 })
+	run, err := e.Start(t.Context(), engine.StartRequest{Workflow: w, RunID: "budget", WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.FailureCode != engine.CodeBudgetExceeded || !strings.Contains(run.Error, "budget") {
+		t.Errorf("run = %s %s %q, want BUDGET_EXCEEDED naming the budget", run.Status, run.FailureCode, run.Error)
+	}
+	unlimited, _ := lifecycleEngine(t, newStore(t), w, nil, func(o *engine.Options) { o.MaxStoredBytes = -1 })
+	if run, err := unlimited.Start(t.Context(), engine.StartRequest{Workflow: w, RunID: "free", WorkDir: t.TempDir()}); err != nil || run.Status != engine.StatusFinished {
+		t.Errorf("without a budget: %v %+v", err, run)
+	}
+}

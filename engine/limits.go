@@ -33,12 +33,17 @@ type runLimits struct {
 	historyBytes int64
 }
 
-// limits returns the limits of the engine's runs.
-//
-// TODO(issue 10): take MaxStoredBytes from Options (0 meaning the default,
-// negative meaning none) once engine.go's rewrite has landed.
+// limits returns the limits of the engine's runs: Options.MaxStoredBytes
+// (0 meaning DefaultMaxStoredBytes, negative meaning none).
 func (e *Engine) limits() runLimits {
-	return runLimits{storedBytes: DefaultMaxStoredBytes, historyBytes: maxHistoryBytes}
+	budget := e.maxStored
+	switch {
+	case budget == 0:
+		budget = DefaultMaxStoredBytes
+	case budget < 0:
+		budget = 0
+	}
+	return runLimits{storedBytes: budget, historyBytes: maxHistoryBytes}
 }
 
 // jsonSize is the length of v's JSON encoding (as encoding/json writes
