@@ -235,6 +235,16 @@ func (db *DB) ReadOnly() error {
 	return db.readOnly
 }
 
+// The production settings of Badger; the package comment says why.
+const (
+	prodMemTableSize   = 8 << 20
+	prodMemtables      = 3
+	prodValueThreshold = 4 << 10
+	prodBlockCache     = 32 << 20
+	prodIndexCache     = 16 << 20
+	prodValueLogFile   = 64 << 20
+)
+
 // tune sets the Badger options of the store's modes.
 func tune(bo badger.Options, opts Options) badger.Options {
 	bo = bo.WithSyncWrites(opts.syncWrites).WithMetricsEnabled(false)
@@ -262,12 +272,13 @@ func tune(bo badger.Options, opts Options) badger.Options {
 	}
 	// The production settings: see "Memory" in the package comment.
 	return bo.
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(3).
-		WithValueThreshold(64 << 10).
-		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
+		WithMemTableSize(prodMemTableSize).
+		WithNumMemtables(prodMemtables).
+		WithNumLevelZeroTables(1).
+		WithValueThreshold(prodValueThreshold).
+		WithBlockCacheSize(prodBlockCache).
+		WithIndexCacheSize(prodIndexCache).
+		WithValueLogFileSize(prodValueLogFile).
 		WithNumCompactors(2)
 }
 

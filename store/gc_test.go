@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -15,7 +16,13 @@ import (
 // take (allocated, not their sparse size).
 func vlogBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	return filesBytes(t, dir, "*.vlog")
+}
+
+// filesBytes is the disk space the files of dir matching pattern take.
+func filesBytes(t testing.TB, dir, pattern string) int64 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +153,25 @@ func TestGCNotStarted(t *testing.T) {
 				t.Error("a collector was started")
 			}
 		})
+	}
+}
+
+// TestProductionMemoryBounded checks the production settings' memory
+// bounds: memtables, block cache and index cache together at most 96 MiB
+// (Badger's defaults: 576 MiB, and every table index in memory).
+func TestProductionMemoryBounded(t *testing.T) {
+	bo := tune(badger.DefaultOptions(t.TempDir()), Options{})
+	total := int64(bo.NumMemtables)*bo.MemTableSize + bo.BlockCacheSize + bo.IndexCacheSize
+	if total > 96<<20 {
+		t.Errorf("memtables %d × %d + block cache %d + index cache %d = %d bytes, want at most 96 MiB",
+			bo.NumMemtables, bo.MemTableSize, bo.BlockCacheSize, bo.IndexCacheSize, total)
+	}
+	if bo.IndexCacheSize <= 0 {
+		t.Error("IndexCacheSize is 0: Badger then keeps every table's index in memory, without bound")
+	}
+	// Values above the threshold stay out of compactions, whose table
+	// builders held over 1 GiB when 16 KiB events stayed inline.
+	if bo.ValueThreshold > 4<<10 {
+		t.Errorf("ValueThreshold = %d, want at most 4 KiB", bo.ValueThreshold)
 	}
 }
