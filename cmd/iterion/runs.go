@@ -269,6 +269,7 @@ recorded as your OS user name via cli.`,
 		},
 	}
 	cmd.AddCommand(list, show, events, questions, answer, cancel, resume, recoverCmd)
+	cmd.AddCommand(newPruneCmd())
 	return cmd
 }
 
