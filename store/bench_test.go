@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -122,4 +123,84 @@ func BenchmarkPostAndAnswerParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkMemory measures the heap Badger holds under a stream of
+// commits (a 4 KiB checkpoint and a 16 KiB node output each), with the
+// production settings and with Badger's own defaults: the heap's peak
+// while writing (sampled every 100 commits) and what stays live after a
+// garbage collection at the end. Run it with a fixed count, as the figures
+// grow with the data written until the memtables and caches are full:
+//
+//	go test ./store -run '^$' -bench Memory -benchtime 20000x
+func BenchmarkMemory(b *testing.B) {
+	modes := []struct {
+		name string
+		opts Options
+	}{
+		{"production", Options{}},
+		{"badger-defaults", Options{badgerDefaults: true}},
+	}
+	checkpoint := []byte(`{"outputs":"` + strings.Repeat("c", 4<<10) + `"}`)
+	output := strings.Repeat("o", 16<<10)
+	for _, mode := range modes {
+		b.Run(mode.name, func(b *testing.B) {
+			runtime.GC()
+			db := newDB(b, b.TempDir(), mode.opts)
+			gen := benchRun(b, db, "r-bench")
+			sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+			var peak uint64
+			b.ResetTimer()
+			for i := range b.N {
+				err := db.Commit(b.Context(), engine.Change{RunID: "r-bench", Generation: gen, Checkpoint: checkpoint,
+					Events: []engine.Event{{Type: engine.EventNodeFinished, NodeID: fmt.Sprint("n", i), Data: map[string]any{"output": output}}}})
+				if err != nil {
+					b.Fatalf("Commit: %v", err)
+				}
+				if i%100 == 0 {
+					metrics.Read(sample)
+					peak = max(peak, sample[0].Value.Uint64())
+				}
+			}
+			b.StopTimer()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-heap-MiB")
+		})
+	}
+}
+
+// BenchmarkCheckpointLoop measures the disk a looping run takes with the
+// production settings: every commit overwrites its 8 KiB checkpoint and
+// adds two events, and the value log is collected every 5,000 commits
+// (as serve's collector would every few minutes). It reports the value
+// log's size at the end against the 8 KiB that is live.
+//
+//	go test ./store -run '^$' -bench CheckpointLoop -benchtime 60000x
+func BenchmarkCheckpointLoop(b *testing.B) {
+	dir := b.TempDir()
+	db := newDB(b, dir, Options{GCInterval: -1})
+	gen := benchRun(b, db, "r-bench")
+	checkpoint := []byte(`{"outputs":"` + strings.Repeat("c", 8<<10) + `"}`)
+	var peak int64
+	b.ResetTimer()
+	for i := range b.N {
+		err := db.Commit(b.Context(), engine.Change{RunID: "r-bench", Generation: gen, Checkpoint: checkpoint,
+			Events: []engine.Event{{Type: engine.EventNodeFinished, NodeID: fmt.Sprint("n", i)}, {Type: engine.EventEdgeSelected}}})
+		if err != nil {
+			b.Fatalf("Commit: %v", err)
+		}
+		if i%5000 == 4999 {
+			peak = max(peak, filesBytes(b, dir, "*.vlog"))
+			if _, err := db.collectGarbage(nil); err != nil {
+				b.Fatalf("collecting: %v", err)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(filesBytes(b, dir, "*.vlog"))/(1<<20), "vlog-MiB")
+	b.ReportMetric(float64(max(peak, filesBytes(b, dir, "*.vlog")))/(1<<20), "peak-vlog-MiB")
+	b.ReportMetric(float64(filesBytes(b, dir, "*.sst"))/(1<<20), "sst-MiB")
 }

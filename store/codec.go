@@ -145,6 +145,7 @@ func put(txn *tx, key []byte, v any) error {
 	if err := txn.Set(key, b); err != nil {
 		return fmt.Errorf("writing %s: %w", key, err)
 	}
+	txn.written += int64(len(key) + len(b))
 	return nil
 }
 

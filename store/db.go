@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,33 +40,70 @@ type Options struct {
 	// 1 MiB, and memtables are at least 8 MiB so that such a record fits.
 	// Zero means on disk.
 	InMemory bool
-	// SmallMemory shrinks Badger's memory use (2 MiB memtables, no block
-	// cache and so no compression, 16 MiB value-log files) so that many
-	// databases can be open at once, as in tests under -race. Values above
-	// 64 KiB go to the value log, no record may exceed 16 MiB, and one
-	// transaction holds about 300 KiB: some 1,900 small records. Zero means
-	// Badger's defaults (64 MiB memtables, whose transactions hold about
-	// 9 MiB, a 256 MiB block cache, Snappy compression).
+	// SmallMemory shrinks Badger's memory use further (2 MiB memtables, no
+	// block cache and so no compression, 16 MiB value-log files) so that
+	// many databases can be open at once, as in tests under -race. Values
+	// above 64 KiB go to the value log, no record may exceed 16 MiB, and
+	// one transaction holds about 300 KiB: some 1,900 small records. Zero
+	// means the production settings, themselves bounded: see
+	// "Memory" in the package comment.
 	SmallMemory bool
-	// Logger receives Badger's warnings and errors. Nil means discard.
+	// Logger receives Badger's warnings and errors, and the store's own
+	// notices (a migration, a read-only open). Nil means discard.
 	Logger *slog.Logger
 	// Clock gives the time for every timestamp the store assigns. Nil means
 	// time.Now.
 	Clock func() time.Time
+	// DiskReserve is how many bytes the store leaves free on its
+	// filesystem: a write that finds less free is refused with
+	// engine.ErrStorageFull, and Open opens the store read-only. The
+	// writes that record what happened (a run that stops, a stop
+	// requested, a post made, an outbox row done) and deletions may go on
+	// until a quarter of it is left. Zero means 256 MiB; negative means no
+	// check. Not used in memory. Linux only: elsewhere nothing is checked.
+	DiskReserve int64
+	// GCInterval is how often the value log's garbage is collected: the
+	// files whose values are mostly overwritten or deleted are rewritten
+	// and removed. Zero means every 5 minutes; negative means never. Not
+	// used in memory or read-only.
+	GCInterval time.Duration
 
 	// syncWrites makes Badger sync every transaction itself instead of the
 	// store syncing only the acknowledged ones; for the benchmark that
 	// compares the two.
 	syncWrites bool
+	// badgerDefaults uses Badger's own, unbounded, settings instead of the
+	// production ones; for the benchmark that compares their memory.
+	badgerDefaults bool
+	// freeSpace replaces the filesystem's free-space query, for tests.
+	freeSpace func(dir string) (int64, error)
+	// monotonic replaces time.Now where the store measures intervals (how
+	// old a free-space reading is), for tests.
+	monotonic func() time.Time
+	// gcTicks replaces the GC interval's ticker, and gcRan is told the
+	// outcome of each collection; for tests.
+	gcTicks <-chan time.Time
+	gcRan   func(rewritten int, err error)
+	// migrations replaces the layout migrations, for tests.
+	migrations []migration
 }
 
 // DB is the Badger store. Its methods are safe for concurrent use.
 type DB struct {
 	bdb        *badger.DB
+	dir        string // "" in memory
 	clock      func() time.Time
+	log        *slog.Logger
 	syncWrites bool
 	unlock     func() error // releases the directory lock; nil in memory
 	maxValue   int          // the largest value Badger accepts
+
+	// disk refuses writes when the filesystem is nearly full; nil in
+	// memory or when the check is off.
+	disk *diskGuard
+	// readOnly, when set, says why Badger was opened read-only (the disk
+	// was nearly full at Open); every write returns it.
+	readOnly *diskFullError
 
 	// mu makes Close wait for operations in flight and later operations
 	// fail with ErrClosed instead of panicking inside Badger.
@@ -73,17 +111,24 @@ type DB struct {
 	closed bool
 
 	syncs syncGroup // shares db.bdb.Sync among concurrent callers
+	gc    *collector
 }
 
 // Open opens (creating it if needed) the store in directory dir. A
 // directory another process has open fails with an error naming it that
-// wraps ErrLocked.
+// wraps ErrLocked. A store of an older layout is migrated first; one of a
+// newer layout is refused (ErrNewerLayout). On a filesystem with less free
+// space than Options.DiskReserve, an existing store is opened read-only
+// (see ReadOnly) and a new one is refused, both with engine.ErrStorageFull.
 func Open(dir string, opts Options) (*DB, error) {
-	db := &DB{clock: opts.Clock, syncWrites: opts.syncWrites}
+	db := &DB{clock: opts.Clock, syncWrites: opts.syncWrites, log: opts.Logger}
 	if db.clock == nil {
 		db.clock = time.Now
 	}
-
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	where := "in memory"
 	var bo badger.Options
 	if opts.InMemory {
 		bo = badger.DefaultOptions("").WithInMemory(true)
@@ -91,31 +136,126 @@ func Open(dir string, opts Options) (*DB, error) {
 		if dir == "" {
 			return nil, errors.New("opening store: no directory given")
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("opening store %s: %w", dir, err)
-		}
-		// Badger's own lock error loses its cause and talks about Badger;
-		// our lock comes first and says who to look for.
-		unlock, err := lockDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("opening store %s: %w", dir, err)
-		}
-		db.unlock = unlock
-		// A store in a project's directory (.iterion) is never committed.
-		if err := writeGitignore(dir); err != nil {
-			unlock()
-			return nil, fmt.Errorf("opening store %s: %w", dir, err)
-		}
+		db.dir, where = dir, dir
 		bo = badger.DefaultOptions(dir)
 	}
+	bo = tune(bo, opts)
+	db.maxValue = int(bo.ValueLogFileSize)
+	if opts.InMemory {
+		// In memory there is no value log: Badger refuses values above
+		// ValueThreshold, which it caps at 1 MiB and 15% of MemTableSize.
+		if bo.MemTableSize < 8<<20 {
+			bo = bo.WithMemTableSize(8 << 20)
+		}
+		bo = bo.WithValueThreshold(1 << 20)
+		db.maxValue = 1 << 20
+	} else {
+		if err := db.prepareDir(dir, opts); err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		if db.readOnly != nil {
+			bo = bo.WithReadOnly(true)
+		}
+	}
+
+	bdb, err := badger.Open(bo)
+	if err != nil {
+		if db.unlock != nil {
+			_ = db.unlock()
+		}
+		// Badger formats the errors of its recovery with %+v, so the
+		// sentinel is only found in the text.
+		if db.readOnly != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+			// A process holding the store stopped without closing it, and
+			// what Badger does to recover writes.
+			full := *db.readOnly
+			full.readOnly = false
+			return nil, fmt.Errorf("opening store %s: it was not closed cleanly (its process was killed, or the disk filled), and recovering it needs to write, but %w", dir, &full)
+		}
+		return nil, fmt.Errorf("opening store %s: %w", where, err)
+	}
+	db.bdb = bdb
+	if err := db.upgradeLayout(context.Background(), opts.migrations); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", where, err)
+	}
+	if !opts.InMemory && db.readOnly == nil && opts.GCInterval >= 0 {
+		db.gc = startCollector(db, cmp.Or(opts.GCInterval, defaultGCInterval), opts.gcTicks, opts.gcRan)
+	}
+	return db, nil
+}
+
+// prepareDir creates and locks the store directory, and decides whether
+// Badger may write there: it opens read-only, and only an existing store,
+// when the filesystem is nearly full.
+func (db *DB) prepareDir(dir string, opts Options) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	// Badger's own lock error loses its cause and talks about Badger;
+	// our lock comes first and says who to look for.
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	db.unlock = unlock
+	if opts.DiskReserve >= 0 {
+		db.disk = newDiskGuard(dir, cmp.Or(opts.DiskReserve, defaultDiskReserve), opts.freeSpace, opts.monotonic)
+	}
+	if full := db.disk.check(newData); full != nil {
+		if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); err != nil {
+			_ = unlock()
+			return fmt.Errorf("creating the store: %w", full)
+		}
+		// Reading must not crash either; see trimTrailingHoles.
+		if err := trimTrailingHoles(dir); err != nil {
+			db.log.Warn("store: trimming the unallocated end of Badger's logs failed", "dir", dir, "err", err)
+		}
+		full.readOnly = true
+		db.readOnly = full
+		db.log.Warn("store opened read-only: its filesystem is nearly full", "dir", dir, "free", full.free, "reserve", full.need)
+		return nil
+	}
+	// A store in a project's directory (.iterion) is never committed.
+	if err := writeGitignore(dir); err != nil {
+		_ = unlock()
+		return err
+	}
+	return nil
+}
+
+// ReadOnly returns, when Open found the filesystem nearly full and opened
+// the store read-only, the error every write returns (wrapping
+// engine.ErrStorageFull); nil when the store is writable. Free space, then
+// open the store again.
+func (db *DB) ReadOnly() error {
+	if db.readOnly == nil {
+		return nil
+	}
+	return db.readOnly
+}
+
+// The production settings of Badger; the package comment says why.
+const (
+	prodMemTableSize   = 8 << 20
+	prodMemtables      = 3
+	prodValueThreshold = 4 << 10
+	prodBlockCache     = 32 << 20
+	prodIndexCache     = 16 << 20
+	prodValueLogFile   = 64 << 20
+)
+
+// tune sets the Badger options of the store's modes.
+func tune(bo badger.Options, opts Options) badger.Options {
 	bo = bo.WithSyncWrites(opts.syncWrites).WithMetricsEnabled(false)
 	if opts.Logger != nil {
 		bo = bo.WithLogger(badgerLogger{opts.Logger})
 	} else {
 		bo = bo.WithLogger(nil)
 	}
-	if opts.SmallMemory {
-		bo = bo.
+	switch {
+	case opts.SmallMemory:
+		return bo.
 			WithMemTableSize(2 << 20).
 			// Badger refuses a ValueThreshold above 15% of MemTableSize.
 			WithValueThreshold(64 << 10).
@@ -127,39 +267,26 @@ func Open(dir string, opts Options) (*DB, error) {
 			WithValueLogFileSize(16 << 20).
 			WithNumCompactors(2).
 			WithNumGoroutines(2)
+	case opts.badgerDefaults:
+		return bo
 	}
-	db.maxValue = int(bo.ValueLogFileSize)
-	if opts.InMemory {
-		// In memory there is no value log: Badger refuses values above
-		// ValueThreshold, which it caps at 1 MiB and 15% of MemTableSize.
-		if bo.MemTableSize < 8<<20 {
-			bo = bo.WithMemTableSize(8 << 20)
-		}
-		bo = bo.WithValueThreshold(1 << 20)
-		db.maxValue = 1 << 20
-	}
-
-	bdb, err := badger.Open(bo)
-	if err != nil {
-		if db.unlock != nil {
-			_ = db.unlock()
-		}
-		if opts.InMemory {
-			return nil, fmt.Errorf("opening store in memory: %w", err)
-		}
-		return nil, fmt.Errorf("opening store %s: %w", dir, err)
-	}
-	db.bdb = bdb
-	if err := db.indexPRRuns(); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("opening store %s: indexing the runs of pull requests: %w", dir, err)
-	}
-	return db, nil
+	// The production settings: see "Memory" in the package comment.
+	return bo.
+		WithMemTableSize(prodMemTableSize).
+		WithNumMemtables(prodMemtables).
+		WithNumLevelZeroTables(1).
+		WithValueThreshold(prodValueThreshold).
+		WithBlockCacheSize(prodBlockCache).
+		WithIndexCacheSize(prodIndexCache).
+		WithValueLogFileSize(prodValueLogFile).
+		WithNumCompactors(2)
 }
 
 // Close flushes and closes the database and releases the directory. It
+// stops the value-log collection (waiting for a collection under way) and
 // waits for operations in flight; later calls return nil.
 func (db *DB) Close() error {
+	db.gc.stop()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
@@ -188,18 +315,36 @@ const maxAttempts = 64
 // update runs fn in a read-write transaction, re-running all of it when
 // Badger reports a conflict (a key fn read was written meanwhile), and
 // syncs to disk afterwards when sync is set. fn must start from scratch on
-// each call: assign its results, never append to them.
+// each call: assign its results, never append to them. The write is
+// refused first when the disk is nearly full (see diskGuard).
 func (db *DB) update(ctx context.Context, sync bool, fn func(txn *tx) error) error {
+	return db.write(ctx, newData, sync, fn)
+}
+
+// write is update for a write of class c.
+func (db *DB) write(ctx context.Context, c writeClass, sync bool, fn func(txn *tx) error) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return ErrClosed
 	}
+	if db.readOnly != nil {
+		return db.readOnly
+	}
+	if err := db.disk.check(c); err != nil {
+		return err
+	}
+	var written int64
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := db.bdb.Update(func(txn *badger.Txn) error { return fn(&tx{txn, db.maxValue}) })
+		err := db.bdb.Update(func(txn *badger.Txn) error {
+			t := &tx{Txn: txn, maxValue: db.maxValue}
+			err := fn(t)
+			written = t.written
+			return err
+		})
 		if err == nil {
 			break
 		}
@@ -220,6 +365,7 @@ func (db *DB) update(ctx context.Context, sync bool, fn func(txn *tx) error) err
 		case <-t.C:
 		}
 	}
+	db.disk.wrote(written)
 	if sync && !db.syncWrites {
 		if err := db.syncs.sync(db.bdb.Sync); err != nil {
 			return fmt.Errorf("syncing to disk: %w", err)
@@ -232,6 +378,7 @@ func (db *DB) update(ctx context.Context, sync bool, fn func(txn *tx) error) err
 type tx struct {
 	*badger.Txn
 	maxValue int
+	written  int64 // bytes of the keys and values put
 }
 
 // view runs fn in a read-only transaction.
@@ -244,7 +391,7 @@ func (db *DB) view(ctx context.Context, fn func(txn *tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return db.bdb.View(func(txn *badger.Txn) error { return fn(&tx{txn, db.maxValue}) })
+	return db.bdb.View(func(txn *badger.Txn) error { return fn(&tx{Txn: txn, maxValue: db.maxValue}) })
 }
 
 // badgerLogger passes Badger's warnings and errors to slog and drops its

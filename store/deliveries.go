@@ -105,7 +105,7 @@ func (db *DB) PendingDeliveries(ctx context.Context, limit int) ([]Delivery, err
 // failed with its error. The record then expires after a week, long enough
 // to recognise redeliveries.
 func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr error) error {
-	err := db.update(ctx, false, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
 		var d Delivery
 		if err := get(txn, deliveryKey(source, id), &d); err != nil {
 			return err
@@ -132,7 +132,7 @@ func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr e
 // (GitHub rate-limited us, or was down): it stays received, counts the
 // attempt and its error, and is pending again from next.
 func (db *DB) RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error {
-	err := db.update(ctx, false, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
 		var d Delivery
 		if err := get(txn, deliveryKey(source, id), &d); err != nil {
 			return err

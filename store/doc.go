@@ -23,6 +23,20 @@
 //	seq/<run>/inbox                    last inbox seq of the run
 //	seq/<run>/ix                       last interaction order of the run
 //	seq/<run>/async/<node>             last n of the node's async ids <run>_<node>_async_<n>
+//	rpost/<run>/<name>                 an external id of the run's own posts (a status comment)
+//	runpr/<repo>#<pr>/<run>            index of the runs of a pull request
+//	ixref/<channel>/<external id>      the interaction a post carries, to route replies
+//	short/<scope>/next                 last short question number handed out in scope
+//	short/<scope>/n/<n>                the interaction numbered n
+//	short/<scope>/ix/<run>/<ix>        the number of an interaction
+//	launchq/<scope>/...                launches waiting for their scope's active run
+//	dlv/<source>/<id>                  inbound delivery (a webhook), kept a week once handled
+//	prune/<run>                        a run being removed (see Prune)
+//	meta/layout                        the layout version (below)
+//
+// A new key that holds a run's id in its path must be added to
+// runPrefixes, and one that names a run only in its value to
+// purgeReferences, for Prune to remove it with the run.
 //
 // Counters live in the store, never in memory, and hold the highest number
 // handed out: an async id is 1 + the counter, so ids are never parsed and
@@ -50,6 +64,68 @@
 // If the machine dies in between, the write is lost although a concurrent
 // reader saw it (a second answer refused as already answered, say); but
 // the writer had not yet been told it succeeded.
+//
+// # Layout versions
+//
+// The layout (the keys above and what they hold) has a version, stored at
+// meta/layout. Open refuses a store of a newer version (ErrNewerLayout,
+// naming both versions) and migrates one of an older version in place,
+// one step per version, each in bounded transactions of its own and
+// idempotent, the new version written after each step: a migration
+// interrupted by a crash runs again at the next Open. A store without
+// the key is at version 1 when it holds anything; a new store is written
+// at the current version. To change the layout, append a step to
+// migrations.
+//
+//	1  the first layout: everything above but meta/layout and prune/
+//	2  meta/layout; the runs of pull requests indexed (runpr/), which
+//	   layout 1 did at every open, marked by meta/index/runpr
+//
+// # Memory
+//
+// The production settings bound what Badger keeps in memory: three
+// memtables of 8 MiB, a 32 MiB block cache and a 16 MiB cache of table
+// indexes (Badger's defaults: five of 64 MiB, 256 MiB, and every index in
+// memory). Values above 4 KiB (checkpoints, node outputs) go to the value
+// log rather than the tables, so compactions, whose table builders held
+// over 1 GiB when 16 KiB events stayed in the tables, only move keys and
+// small values (BENCHMARKS.md). A transaction holds about 1.2 MiB of small
+// records and pointers to larger ones; a record may have up to 64 MiB,
+// the size of a value-log file. Level 0 is compacted after every flush,
+// which is what finds the overwritten values for the collection below.
+//
+// # Value-log collection
+//
+// Badger never reclaims an overwritten or deleted value of the value log
+// by itself. Every five minutes (Options.GCInterval) a goroutine of the DB
+// rewrites the value-log files that are at least half dead, one after the
+// other until none is, unless the disk is nearly full; Close stops it.
+//
+// # Disk space
+//
+// Badger writes through mmap, into files it extends without allocating
+// them: on a full filesystem a write is a SIGBUS that kills the process.
+// So every write transaction first checks the free space of the store's
+// filesystem (read with statfs at most once a second, the bytes written
+// since counted against it) and is refused, with an error wrapping
+// engine.ErrStorageFull that names the directory, the free space and what
+// to do, below Options.DiskReserve (256 MiB). Writes that record what
+// already happened (a run that stops, a stop requested, a post made, an
+// outbox row done, a delivery handled) and deletions may go on until a
+// quarter of the reserve is left, so that a run stopped by a full disk
+// ends failed_resumable, saying so. Below the reserve Open opens an
+// existing store read-only (ReadOnly): reads work, writes are refused
+// until the store is opened again; first it trims the unallocated end of
+// the logs a killed process left, whose replay would read unallocated
+// pages, a SIGBUS on tmpfs. Such a store then fails to open, clearly,
+// until space is freed. Linux only; elsewhere nothing is checked.
+//
+// # Retention
+//
+// Prune removes the runs that stopped (finished, failed, cancelled,
+// failed_resumable) and have not changed since a cutoff, with every key
+// of theirs, in bounded transactions; paused and running runs are never
+// removed, nor runs whose end is still to be posted (an outbox row).
 //
 // Badger allows one process per directory: Open takes a lock file in the
 // directory (iterion.lock, an flock the kernel drops when the process dies)

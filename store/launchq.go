@@ -92,7 +92,7 @@ func (db *DB) QueuedLaunches(ctx context.Context, scope string) ([]QueuedLaunch,
 // DropLaunch removes a launch from scope's queue, synced; removing one
 // that is not queued is not an error.
 func (db *DB) DropLaunch(ctx context.Context, scope, key string) error {
-	err := db.update(ctx, true, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, true, func(txn *tx) error {
 		var seq counterRecord
 		if err := get(txn, launchqByKey(scope, key), &seq); errors.Is(err, engine.ErrNotFound) {
 			return nil

@@ -41,7 +41,7 @@ func (db *DB) DueOutbox(ctx context.Context, now time.Time, limit int) ([]engine
 
 // AckOutbox deletes a performed outbox row.
 func (db *DB) AckOutbox(ctx context.Context, id string) error {
-	err := db.update(ctx, false, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
 		if _, err := txn.Get(outboxKey(id)); err != nil {
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				return fmt.Errorf("outbox row %w", engine.ErrNotFound)
@@ -59,7 +59,7 @@ func (db *DB) AckOutbox(ctx context.Context, id string) error {
 // RetryOutbox counts a failed attempt of an outbox row and postpones it to
 // next.
 func (db *DB) RetryOutbox(ctx context.Context, id string, next time.Time) error {
-	err := db.update(ctx, false, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
 		var row engine.OutboxRow
 		if err := get(txn, outboxKey(id), &row); err != nil {
 			if errors.Is(err, engine.ErrNotFound) {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -52,7 +50,7 @@ func (db *DB) RecordPost(ctx context.Context, runID, ixID, channel, extID string
 	if channel == "" || extID == "" || strings.Contains(channel, "/") {
 		return fmt.Errorf("recording a post of interaction %s: channel %q and external id %q must be set (channel without /)", ixID, channel, extID)
 	}
-	err := db.update(ctx, true, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, true, func(txn *tx) error {
 		rec, err := getInteraction(txn, runID, ixID)
 		if err != nil {
 			return err
@@ -138,7 +136,7 @@ func (db *DB) ShortRef(ctx context.Context, scope string, n int) (runID, ixID st
 // SetRunPost records, synced, an external id of a run's own posts under
 // name ("github-status-comment", "github-check-run").
 func (db *DB) SetRunPost(ctx context.Context, runID, name, value string) error {
-	err := db.update(ctx, true, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, true, func(txn *tx) error {
 		if _, err := getRun(txn, runID); err != nil {
 			return err
 		}
@@ -189,9 +187,6 @@ func prIndexPrefix(repo string, pr int) []byte {
 	return []byte("runpr/" + strings.ToLower(repo) + "#" + strconv.Itoa(pr) + "/")
 }
 
-// prIndexedKey marks a store whose runs from before the index are indexed.
-var prIndexedKey = []byte("meta/index/runpr")
-
 // putPRIndex indexes a run started from a pull request.
 func putPRIndex(txn *tx, run *engine.Run) error {
 	t := run.Trigger
@@ -199,25 +194,6 @@ func putPRIndex(txn *tx, run *engine.Run) error {
 		return nil
 	}
 	return put(txn, append(prIndexPrefix(t.Repo, t.PR), run.ID...), ixRef{RunID: run.ID})
-}
-
-// indexPRRuns indexes, once per store, the runs created before the index
-// existed.
-func (db *DB) indexPRRuns() error {
-	return db.update(context.Background(), true, func(txn *tx) error {
-		if _, err := txn.Get(prIndexedKey); err == nil {
-			return nil
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		err := scan(txn, runPrefix, nil, func(_ []byte, run *engine.Run) (bool, error) {
-			return true, putPRIndex(txn, run)
-		})
-		if err != nil {
-			return err
-		}
-		return put(txn, prIndexedKey, counterRecord{N: 1})
-	})
 }
 
 // PRRuns returns the runs started from pull request pr of repo

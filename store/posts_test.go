@@ -159,9 +159,10 @@ func TestPRRuns(t *testing.T) {
 	if diff := cmp.Diff([]string{"a", "b"}, ids()); diff != "" {
 		t.Errorf("PRRuns mismatch (-want +got):\n%s", diff)
 	}
-	// A store from before the index: its runs are indexed when opened.
+	// A store from before the index (layout 1, without a version): its
+	// runs are indexed when opened.
 	err := db.bdb.Update(func(txn *badger.Txn) error {
-		for _, k := range []string{"runpr/acme/app#7/a", "runpr/acme/app#7/b", "meta/index/runpr"} {
+		for _, k := range []string{"runpr/acme/app#7/a", "runpr/acme/app#7/b", "meta/index/runpr", "meta/layout"} {
 			if err := txn.Delete([]byte(k)); err != nil {
 				return err
 			}

@@ -122,7 +122,7 @@ func (db *DB) RequestStop(ctx context.Context, runID, reason string) (*engine.Ru
 		reason = "stopped"
 	}
 	var run *engine.Run
-	err := db.update(ctx, true, func(txn *tx) error {
+	err := db.write(ctx, bookkeeping, true, func(txn *tx) error {
 		var err error
 		if run, err = getRun(txn, runID); err != nil {
 			return err
@@ -181,7 +181,13 @@ func failureStatus(s engine.Status) bool {
 // It fails with engine.ErrStaleOwner unless the run's generation is
 // c.Generation. With c.Sync the change is on disk when Commit returns.
 func (db *DB) Commit(ctx context.Context, c engine.Change) error {
-	err := db.update(ctx, c.Sync, func(txn *tx) error {
+	// A run that stops must be able to say so on a nearly full disk, or it
+	// would stay running; its change may use some of the reserve.
+	class := newData
+	if c.Status.Terminal() {
+		class = bookkeeping
+	}
+	err := db.write(ctx, class, c.Sync, func(txn *tx) error {
 		run, err := getRun(txn, c.RunID)
 		if err != nil {
 			return err

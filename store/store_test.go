@@ -401,7 +401,7 @@ func TestConflictRetryRereads(t *testing.T) {
 		}
 		// On the first attempt another writer commits in between.
 		once.Do(func() {
-			if err := db.bdb.Update(func(bt *badger.Txn) error { return put(&tx{bt, db.maxValue}, key, counterRecord{N: 10}) }); err != nil {
+			if err := db.bdb.Update(func(bt *badger.Txn) error { return put(&tx{Txn: bt, maxValue: db.maxValue}, key, counterRecord{N: 10}) }); err != nil {
 				t.Errorf("competing write: %v", err)
 			}
 		})

@@ -413,7 +413,7 @@ via cli.`,
 			return recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), storeDir(storeFlag))
 		},
 	}
-	cmd.AddCommand(list, show, artifact, events, questions, answer, cancel, resume, recoverCmd)
+	cmd.AddCommand(list, show, artifact, events, questions, answer, cancel, resume, recoverCmd, newPruneCmd())
 	return cmd
 }
 

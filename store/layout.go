@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// The store's layout (which keys exist and what they hold) has a version,
+// kept at layoutKey. Open reads it: a store of a newer layout is refused,
+// one of an older layout is migrated in place, step by step, before
+// anything else reads it. See "Layout versions" in the package comment.
+
+// ErrNewerLayout means the store was written by a newer iterion, whose
+// layout this build does not know.
+var ErrNewerLayout = errors.New("store written by a newer iterion")
+
+// layoutKey holds the layout version (a layoutRecord).
+var layoutKey = []byte("meta/layout")
+
+// layoutRecord is the value of layoutKey.
+type layoutRecord struct {
+	Layout int `json:"layout"`
+}
+
+// A migration moves a store from one layout version to the next. It runs
+// in transactions of its own, as many as it needs (each bounded: a store
+// may hold more than one transaction can), and must be idempotent: the
+// version is written only after it returned, so a migration interrupted
+// by a crash runs again, whole, at the next Open, over what it already
+// did.
+type migration struct {
+	// name says what it does, for the log and errors.
+	name string
+	run  func(ctx context.Context, db *DB) error
+}
+
+// migrations[i] moves a store from layout version i+1 to i+2. Append a
+// step to change the layout; never edit or remove one, since a store may
+// be at any version.
+var migrations = []migration{
+	{"index the runs of pull requests (runpr/)", migrateIndexPRRuns},
+}
+
+// layoutOf is the layout version of a store after steps.
+func layoutOf(steps []migration) int { return len(steps) + 1 }
+
+// LayoutVersion is the layout version this build writes.
+func LayoutVersion() int { return layoutOf(migrations) }
+
+// upgradeLayout checks the store's layout version and migrates it to the
+// current one (that of steps, nil meaning migrations). A store without a
+// version is at version 1 if it holds anything, and a new one otherwise,
+// which is marked current at once.
+func (db *DB) upgradeLayout(ctx context.Context, steps []migration) error {
+	if steps == nil {
+		steps = migrations
+	}
+	current := layoutOf(steps)
+	version, empty, err := db.layout(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the layout version: %w", err)
+	}
+	switch {
+	case version > current:
+		return fmt.Errorf("its layout is version %d, written by a newer iterion; this one reads versions up to %d: upgrade iterion, or give this one another store directory (--store-dir, $ITERION_STORE): %w",
+			version, current, ErrNewerLayout)
+	case version == current:
+		return nil
+	case empty:
+		if db.readOnly != nil {
+			return nil // nothing to read, and nothing written until reopened
+		}
+		return db.setLayout(ctx, current)
+	case db.readOnly != nil:
+		return fmt.Errorf("its layout (version %d) must be migrated to version %d before this iterion can read it, which writes, but %w", version, current, &diskFullError{dir: db.readOnly.dir, free: db.readOnly.free, need: db.readOnly.need})
+	}
+	for ; version < current; version++ {
+		step := steps[version-1]
+		db.log.Info("store: migrating the layout", "dir", db.dir, "from", version, "to", version+1, "step", step.name)
+		if err := step.run(ctx, db); err != nil {
+			return fmt.Errorf("migrating the layout from version %d to %d (%s): %w", version, version+1, step.name, err)
+		}
+		if err := db.setLayout(ctx, version+1); err != nil {
+			return fmt.Errorf("migrating the layout from version %d to %d: recording the version: %w", version, version+1, err)
+		}
+	}
+	return nil
+}
+
+// layout returns the stored layout version, 0 when none is stored, and
+// whether the store holds nothing at all.
+func (db *DB) layout(ctx context.Context) (version int, empty bool, err error) {
+	err = db.view(ctx, func(txn *tx) error {
+		var rec layoutRecord
+		switch err := get(txn, layoutKey, &rec); {
+		case err == nil:
+			version = rec.Layout
+			if version < 1 {
+				return fmt.Errorf("%s holds version %d", layoutKey, version)
+			}
+			return nil
+		case !errors.Is(err, engine.ErrNotFound):
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		it.Rewind()
+		if empty = !it.Valid(); !empty {
+			version = 1
+		}
+		return nil
+	})
+	return version, empty, err
+}
+
+// setLayout records the layout version, synced.
+func (db *DB) setLayout(ctx context.Context, version int) error {
+	return db.update(ctx, true, func(txn *tx) error { return put(txn, layoutKey, layoutRecord{Layout: version}) })
+}
+
+// Version 1 to 2: index the runs of pull requests.
+
+// prIndexedKey marked, in layout 1, a store whose runs from before the
+// pull-request index had been indexed; layout 2 says as much.
+var prIndexedKey = []byte("meta/index/runpr")
+
+// migrateIndexPRRuns indexes the runs created before the pull-request
+// index existed (putPRIndex), in batches; indexing a run twice writes the
+// same entry.
+func migrateIndexPRRuns(ctx context.Context, db *DB) error {
+	var from []byte
+	for {
+		var next []byte
+		err := db.update(ctx, false, func(txn *tx) error {
+			next = nil
+			n := 0
+			return scan(txn, runPrefix, from, func(key []byte, run *engine.Run) (bool, error) {
+				if n == batchSize {
+					next = key
+					return false, nil
+				}
+				n++
+				return true, putPRIndex(txn, run)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			break
+		}
+		from = next
+	}
+	return db.update(ctx, true, func(txn *tx) error { return txn.Delete(prIndexedKey) })
+}

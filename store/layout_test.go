@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// storedLayout reads the layout version stored in db, 0 when none.
+func storedLayout(t *testing.T, db *DB) int {
+	t.Helper()
+	var rec layoutRecord
+	err := db.view(t.Context(), func(txn *tx) error { return get(txn, layoutKey, &rec) })
+	if errors.Is(err, engine.ErrNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("reading the layout version: %v", err)
+	}
+	return rec.Layout
+}
+
+// setStoredLayout writes version as the layout version, 0 removing it.
+func setStoredLayout(t *testing.T, db *DB, version int) {
+	t.Helper()
+	err := db.bdb.Update(func(txn *badger.Txn) error {
+		if version == 0 {
+			return txn.Delete(layoutKey)
+		}
+		return put(&tx{Txn: txn, maxValue: db.maxValue}, layoutKey, layoutRecord{Layout: version})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeDB closes db, failing the test on error.
+func closeDB(t *testing.T, db *DB) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// countingStep is a migration step that counts its runs and writes a key
+// of its own, failing the first fail runs after writing it.
+type countingStep struct {
+	name string
+	runs int
+	fail int
+}
+
+func (s *countingStep) migration() migration {
+	return migration{name: s.name, run: func(ctx context.Context, db *DB) error {
+		s.runs++
+		err := db.update(ctx, false, func(txn *tx) error {
+			return put(txn, []byte("test/"+s.name), counterRecord{N: int64(s.runs)})
+		})
+		if err != nil {
+			return err
+		}
+		if s.runs <= s.fail {
+			return fmt.Errorf("step %s interrupted", s.name)
+		}
+		return nil
+	}}
+}
+
+func TestNewStoreGetsCurrentLayout(t *testing.T) {
+	step := &countingStep{name: "never"}
+	db := newDB(t, t.TempDir(), Options{SmallMemory: true, migrations: []migration{step.migration()}})
+	if got := storedLayout(t, db); got != 2 {
+		t.Errorf("layout of a new store = %d, want 2", got)
+	}
+	if step.runs != 0 {
+		t.Errorf("a new store ran a migration %d times", step.runs)
+	}
+	if LayoutVersion() != len(migrations)+1 {
+		t.Errorf("LayoutVersion() = %d, want %d", LayoutVersion(), len(migrations)+1)
+	}
+}
+
+// TestVersion1Migrated opens a store without a layout version, as every
+// store before versions was: it is at version 1, and is migrated.
+func TestVersion1Migrated(t *testing.T) {
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	mustCreateRun(t, db, "r-old", 0)
+	setStoredLayout(t, db, 0)
+	closeDB(t, db)
+
+	a, b := &countingStep{name: "a"}, &countingStep{name: "b"}
+	db = newDB(t, dir, Options{SmallMemory: true, migrations: []migration{a.migration(), b.migration()}})
+	if a.runs != 1 || b.runs != 1 {
+		t.Errorf("migrations ran %d and %d times, want once each", a.runs, b.runs)
+	}
+	if got := storedLayout(t, db); got != 3 {
+		t.Errorf("layout after migrating = %d, want 3", got)
+	}
+	if _, err := db.Run(t.Context(), "r-old"); err != nil {
+		t.Errorf("the run is not readable after the migration: %v", err)
+	}
+	closeDB(t, db)
+	db = newDB(t, dir, Options{SmallMemory: true, migrations: []migration{a.migration(), b.migration()}})
+	if a.runs != 1 || b.runs != 1 {
+		t.Errorf("after reopening, migrations ran %d and %d times, want once each", a.runs, b.runs)
+	}
+}
+
+// TestInterruptedMigrationRunsAgain fails the second of two steps once:
+// Open fails naming it, the first step's version stays recorded, and the
+// next Open runs the second step again, not the first.
+func TestInterruptedMigrationRunsAgain(t *testing.T) {
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	mustCreateRun(t, db, "r-old", 0)
+	setStoredLayout(t, db, 0)
+	closeDB(t, db)
+
+	a, b := &countingStep{name: "a"}, &countingStep{name: "b", fail: 1}
+	steps := []migration{a.migration(), b.migration()}
+	_, err := Open(dir, Options{SmallMemory: true, migrations: steps})
+	if err == nil {
+		t.Fatal("Open succeeded though a migration failed")
+	}
+	for _, want := range []string{dir, "from version 2 to 3", "(b)", "step b interrupted"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open: error %q does not say %q", err, want)
+		}
+	}
+	// The directory is free again, and the first step's version stayed.
+	db = newDB(t, dir, Options{SmallMemory: true, migrations: steps[:1]})
+	if got := storedLayout(t, db); got != 2 {
+		t.Errorf("layout after the interrupted migration = %d, want 2", got)
+	}
+	closeDB(t, db)
+
+	db = newDB(t, dir, Options{SmallMemory: true, migrations: steps})
+	if a.runs != 1 || b.runs != 2 {
+		t.Errorf("steps ran %d and %d times, want 1 and 2", a.runs, b.runs)
+	}
+	if got := storedLayout(t, db); got != 3 {
+		t.Errorf("layout after the second Open = %d, want 3", got)
+	}
+}
+
+func TestNewerLayoutRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	mustCreateRun(t, db, "r-new", 0)
+	setStoredLayout(t, db, LayoutVersion()+1)
+	closeDB(t, db)
+
+	_, err := Open(dir, Options{SmallMemory: true})
+	if !errors.Is(err, ErrNewerLayout) {
+		t.Fatalf("Open: err=%v, want ErrNewerLayout", err)
+	}
+	for _, want := range []string{
+		dir,
+		fmt.Sprintf("layout is version %d", LayoutVersion()+1),
+		fmt.Sprintf("versions up to %d", LayoutVersion()),
+		"upgrade iterion", "--store-dir",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open: error %q does not say %q", err, want)
+		}
+	}
+	// The refusal released the directory and wrote nothing.
+	db = newDB(t, dir, Options{SmallMemory: true, migrations: make([]migration, LayoutVersion())})
+	if got := storedLayout(t, db); got != LayoutVersion()+1 {
+		t.Errorf("layout after the refusal = %d, want %d", got, LayoutVersion()+1)
+	}
+}
