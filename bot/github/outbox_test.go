@@ -47,6 +47,9 @@ func TestRelayStatusAndChecks(t *testing.T) {
 		if _, err := e.Start(ctx, engine.StartRequest{Workflow: r.w, RunID: r.id, Trigger: r.tr, Channels: channels, WorkDir: t.TempDir()}); err != nil {
 			t.Fatal(err)
 		}
+		// The next run starts later: within one instant, the order of two
+		// runs' outbox rows is left to chance.
+		world.clock.Add(time.Second)
 	}
 	relay := world.relay(t, world.commenter())
 	relay.Drain(ctx)

@@ -12,63 +12,66 @@ import (
 )
 
 // Deliveries stored before the worker starts (acknowledged, then a crash)
-// and while it runs are each handled once; a failing handler leaves its
-// delivery failed, not pending.
+// and while it runs are each handled once, re-scans included; a failing
+// handler leaves its delivery failed, not pending. (In a synctest bubble,
+// so the test can wait for the outcomes to be stored and for re-scans.)
 func TestWorker(t *testing.T) {
-	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, id := range []string{"before-1", "before-2"} {
-		if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: id, Event: "issue_comment", Payload: []byte("{}")}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	var mu sync.Mutex
-	handled := map[string]int{}
-	all := make(chan struct{})
-	w := NewWorker(db, 2, nil, func(_ context.Context, d store.Delivery) error {
-		mu.Lock()
-		defer mu.Unlock()
-		handled[d.ID]++
-		if len(handled) == 3 {
-			close(all)
+		defer db.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for _, id := range []string{"before-1", "before-2"} {
+			if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: id, Event: "issue_comment", Payload: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if d.ID == "during" {
-			return errors.New("boom")
+		var mu sync.Mutex
+		handled := map[string]int{}
+		w := NewWorker(db, 2, nil, func(_ context.Context, d store.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[d.ID]++
+			if d.ID == "during" {
+				return errors.New("boom")
+			}
+			return nil
+		})
+		var gaveUp []string
+		w.GiveUp = func(_ context.Context, d store.Delivery, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			gaveUp = append(gaveUp, d.ID+": "+err.Error())
 		}
-		return nil
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: "during", Event: "pull_request", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		w.Wake()
+		synctest.Wait()             // all three handled, their outcomes stored
+		time.Sleep(2 * time.Minute) // re-scans come and go
+		cancel()
+		<-done
+		if len(gaveUp) != 1 || gaveUp[0] != "during: boom" {
+			t.Errorf("GiveUp calls %v, want one for the failed delivery", gaveUp)
+		}
+		if len(handled) != 3 {
+			t.Errorf("handled %v, want the three deliveries", handled)
+		}
+		for id, n := range handled {
+			if n != 1 {
+				t.Errorf("delivery %s handled %d times", id, n)
+			}
+		}
+		pending, _ := db.PendingDeliveries(context.Background(), 0)
+		if len(pending) != 0 {
+			t.Errorf("still pending: %+v", pending)
+		}
 	})
-	var gaveUp []string
-	w.GiveUp = func(_ context.Context, d store.Delivery, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		gaveUp = append(gaveUp, d.ID+": "+err.Error())
-	}
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: "during", Event: "pull_request", Payload: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
-	w.Wake()
-	<-all
-	cancel()
-	<-done
-	if len(gaveUp) != 1 || gaveUp[0] != "during: boom" {
-		t.Errorf("GiveUp calls %v, want one for the failed delivery", gaveUp)
-	}
-	for id, n := range handled {
-		if n != 1 {
-			t.Errorf("delivery %s handled %d times", id, n)
-		}
-	}
-	pending, _ := db.PendingDeliveries(context.Background(), 0)
-	if len(pending) != 0 {
-		t.Errorf("still pending: %+v", pending)
-	}
 }
 
 // A handler GitHub turned away (RetryLater) leaves its delivery postponed,
