@@ -31,7 +31,11 @@ type Options struct {
 	// DefaultBackend is used when neither the node nor the workflow names
 	// one. "" means claw.
 	DefaultBackend string
-	// Clock returns the current time. nil means time.Now.
+	// Clock returns the current time: timestamps, and the absolute
+	// deadlines of gates and paused runs. nil means time.Now. The timers
+	// that wait for those deadlines and for node and wait timeouts run on
+	// the time package, so a Clock must move with it; tests that wait on
+	// time run in a testing/synctest bubble, whose fake time moves both.
 	Clock func() time.Time
 	// Logger receives operational logs. nil means none.
 	Logger *slog.Logger

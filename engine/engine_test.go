@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -423,19 +425,87 @@ func TestAwaitGateReleasedByAnswers(t *testing.T) {
 	}
 }
 
+// The gate fails at its deadline, not before and not at the next poll,
+// naming the questions nobody answered. In a synctest bubble its 30
+// minutes pass as soon as the run has nothing else to do.
 func TestAwaitGateTimeoutNamesUnanswered(t *testing.T) {
-	db := newStore(t)
-	var finalUser string
-	e := newEngine(t, db, asyncBackends(t, &finalUser, nil))
-	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "50ms", 1))
-	run := start(t, e, w, nil)
-	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout {
-		t.Fatalf("run = %s %s %q, want failed_resumable TIMEOUT", run.Status, run.FailureCode, run.Error)
-	}
-	for _, want := range []string{"2 unanswered question(s)", run.ID + "_draft_async_1", run.ID + "_draft_async_2"} {
-		if !strings.Contains(run.Error, want) {
-			t.Errorf("error %q lacks %q", run.Error, want)
+	synctest.Test(t, func(t *testing.T) {
+		db := newStore(t)
+		var finalUser string
+		e := newEngine(t, db, asyncBackends(t, &finalUser, nil))
+		w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "30m", 1))
+		began := time.Now()
+		run := start(t, e, w, nil)
+		if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout {
+			t.Fatalf("run = %s %s %q, want failed_resumable TIMEOUT", run.Status, run.FailureCode, run.Error)
 		}
+		if waited := time.Since(began); waited < 30*time.Minute || waited >= 31*time.Minute {
+			t.Errorf("the gate failed after %s, want its timeout of 30m", waited)
+		}
+		for _, want := range []string{"2 unanswered question(s)", run.ID + "_draft_async_1", run.ID + "_draft_async_2"} {
+			if !strings.Contains(run.Error, want) {
+				t.Errorf("error %q lacks %q", run.Error, want)
+			}
+		}
+	})
+}
+
+// A wait node ends when its event is emitted, earlier emits included, and
+// fails at its timeout when nobody emits it.
+func TestWaitNode(t *testing.T) {
+	const alone = "wait hold:\n  event: \"ready\"\n  timeout: \"10m\"\nworkflow w:\n  entry: hold\n  hold -> done\n"
+	const emitted = `
+router split:
+  mode: fan_out_all
+
+emit ready:
+  event: "ready"
+  with:
+    n: "1"
+
+wait hold:
+  event: "ready"
+  timeout: "10m"
+
+compute join:
+  await: wait_all
+  expr:
+    ok: "true"
+
+workflow w:
+  entry: split
+  split -> ready
+  split -> hold
+  ready -> join
+  hold -> join
+  join -> done
+`
+	cases := []struct {
+		name, src string
+		status    engine.Status
+		waited    time.Duration
+	}{
+		{"emitted in a sibling branch", emitted, engine.StatusFinished, 0},
+		{"never emitted", alone, engine.StatusFailedResumable, 10 * time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEngine(t, newStore(t), nil)
+				began := time.Now()
+				run := start(t, e, mustCompile(t, tc.src), nil)
+				waited := time.Since(began)
+				if run.Status != tc.status {
+					t.Fatalf("run = %s %s %q, want %s", run.Status, run.FailureCode, run.Error, tc.status)
+				}
+				if waited < tc.waited || waited >= tc.waited+time.Minute {
+					t.Errorf("the run ended after %s, want %s", waited, tc.waited)
+				}
+				if tc.status != engine.StatusFinished && (run.FailureCode != engine.CodeTimeout || !strings.Contains(run.Error, `event "ready" was not emitted within 10m0s`)) {
+					t.Errorf("failure = %s %q, want TIMEOUT naming the event", run.FailureCode, run.Error)
+				}
+			})
+		})
 	}
 }
 
@@ -650,43 +720,76 @@ func TestAwaitGateWithoutQuestionsPasses(t *testing.T) {
 	}
 }
 
-func TestNodeTimeoutAndCancel(t *testing.T) {
-	src := "tool slow:\n  command: \"sleep 30\"\n  timeout: \"100ms\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
-	db := newStore(t)
-	e := newEngine(t, db, nil)
-	run := start(t, e, mustCompile(t, src), nil)
-	if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout {
-		t.Errorf("timeout: run = %s %s %q", run.Status, run.FailureCode, run.Error)
-	}
+// A node that outlives its timeout fails TIMEOUT at the timeout: its
+// context ends (which is how a tool's process is killed, as in
+// TestCancelKillsTheToolProcess).
+func TestNodeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := "agent slow:\n  model: \"anthropic/x\"\n  timeout: \"20m\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
+		slow := &script{run: func(ctx context.Context, _ *engine.Task) (*engine.Result, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		e := newEngine(t, newStore(t), map[string]engine.Backend{"claw": slow})
+		began := time.Now()
+		run := start(t, e, mustCompile(t, src), nil)
+		if run.Status != engine.StatusFailedResumable || run.FailureCode != engine.CodeTimeout || !strings.Contains(run.Error, "timed out after 20m0s") {
+			t.Errorf("run = %s %s %q, want failed_resumable TIMEOUT after 20m0s", run.Status, run.FailureCode, run.Error)
+		}
+		if waited := time.Since(began); waited < 20*time.Minute || waited >= 21*time.Minute {
+			t.Errorf("the node failed after %s, want its timeout of 20m", waited)
+		}
+	})
+}
 
-	// Cancelling a run stops its running process: the tool reports through
-	// a FIFO that it runs, then the run's context is cancelled.
+// Cancelling a run kills its tool's process. The tool tells the test it
+// runs through one FIFO, then holds another open for writing: the test
+// reads that one to its end, which comes when the process dies (sleep
+// would hold it an hour).
+func TestCancelKillsTheToolProcess(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "started")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+	started, held := filepath.Join(dir, "started"), filepath.Join(dir, "held")
+	for _, p := range []string{started, held} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	src = "vars:\n  fifo: string\ntool slow:\n  command: \"echo up > {{vars.fifo}}; sleep 30\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
+	src := "vars:\n  started: string\n  held: string\ntool slow:\n  command: \"echo up > {{vars.started}}; exec sleep 3600 > {{vars.held}}\"\nworkflow w:\n  entry: slow\n  slow -> done\n"
+	e := newEngine(t, newStore(t), nil)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan *engine.Run, 1)
 	go func() {
-		r, err := e.Start(ctx, engine.StartRequest{Workflow: mustCompile(t, src), RunID: "to-cancel", Vars: map[string]any{"fifo": fifo}, WorkDir: dir})
+		r, err := e.Start(ctx, engine.StartRequest{Workflow: mustCompile(t, src), RunID: "to-cancel", Vars: map[string]any{"started": started, "held": held}, WorkDir: dir})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
 	}()
-	if _, err := os.ReadFile(fifo); err != nil { // returns once the tool wrote
+	if _, err := os.ReadFile(started); err != nil { // returns once the tool wrote
 		t.Fatal(err)
 	}
-	began := time.Now()
-	cancel()
-	r := <-done
-	if r.Status != engine.StatusCancelled || r.FailureCode != engine.CodeCancelled {
-		t.Errorf("cancel: run = %s %s %q", r.Status, r.FailureCode, r.Error)
+	f, err := os.Open(held) // returns once the tool opened it
+	if err != nil {
+		t.Fatal(err)
 	}
-	if waited := time.Since(began); waited > 10*time.Second {
-		t.Errorf("cancel took %s: the tool's process was not killed", waited)
+	defer f.Close()
+	eof := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(f)
+		eof <- err
+	}()
+	cancel()
+	select {
+	case err := <-eof:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a guard, not a wait: sleep holds the FIFO an hour
+		t.Fatal("the tool's process outlived the cancellation of its run")
+	}
+	if r := <-done; r == nil || r.Status != engine.StatusCancelled || r.FailureCode != engine.CodeCancelled {
+		t.Errorf("cancel: run = %+v", r)
 	}
 }
 
@@ -764,42 +867,46 @@ func TestOutboxOnlyForAttachedChannels(t *testing.T) {
 	}
 }
 
-// A cancelled run keeps its parked gate's deadline for the resume.
+// A cancelled run keeps its parked gate's deadline for the resume. (In a
+// synctest bubble, time stands still while the test looks.)
 func TestCancelKeepsGateDeadline(t *testing.T) {
-	db := newStore(t)
-	var finalUser string
-	parked := make(chan struct{}, 1)
-	e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Backends: asyncBackends(t, &finalUser, nil), Poll: time.Hour, Failpoint: func(name string) {
-		if name == engine.FailGateParked {
-			parked <- struct{}{}
+	synctest.Test(t, func(t *testing.T) {
+		db := newStore(t)
+		var finalUser string
+		parked := make(chan struct{}, 1)
+		e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Backends: asyncBackends(t, &finalUser, nil), Poll: time.Hour, Failpoint: func(name string) {
+			if name == engine.FailGateParked {
+				parked <- struct{}{}
+			}
+		}})
+		w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "1h", 1))
+		ctx, cancel := context.WithCancel(context.Background())
+		began := time.Now()
+		done := make(chan *engine.Run, 1)
+		go func() {
+			r, _ := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "keep", WorkDir: t.TempDir()})
+			done <- r
+		}()
+		<-parked
+		raw, _ := db.Checkpoint(context.Background(), "keep")
+		i := strings.Index(string(raw), `"gates":{`)
+		if i < 0 {
+			t.Fatalf("no gate in the checkpoint: %s", raw)
 		}
-	}})
-	w := mustCompile(t, strings.Replace(asyncWorkflow, "%s", "1h", 1))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *engine.Run, 1)
-	go func() {
-		r, _ := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "keep", WorkDir: t.TempDir()})
-		done <- r
-	}()
-	<-parked
-	raw, _ := db.Checkpoint(context.Background(), "keep")
-	i := strings.Index(string(raw), `"gates":{`)
-	if i < 0 {
-		t.Fatalf("no gate in the checkpoint: %s", raw)
-	}
-	before := string(raw[i:min(i+60, len(raw))])
-	snap, err := engine.ReadSnapshot(raw)
-	if err != nil || len(snap.Gates) != 1 || time.Until(snap.Gates["gate"]) < 59*time.Minute || time.Until(snap.Gates["gate"]) > time.Hour {
-		t.Errorf("ReadSnapshot = %+v, %v; want gate due in an hour", snap, err)
-	}
-	cancel()
-	if r := <-done; r.Status != engine.StatusCancelled {
-		t.Fatalf("run = %+v", r)
-	}
-	raw, _ = db.Checkpoint(context.Background(), "keep")
-	if !strings.Contains(string(raw), before) {
-		t.Errorf("the gate deadline was lost on cancellation: had %s, now %s", before, raw)
-	}
+		before := string(raw[i:min(i+60, len(raw))])
+		snap, err := engine.ReadSnapshot(raw)
+		if err != nil || len(snap.Gates) != 1 || snap.Gates["gate"].Before(began.Add(time.Hour)) || snap.Gates["gate"].After(time.Now().Add(time.Hour)) {
+			t.Errorf("ReadSnapshot = %+v, %v; want the gate due an hour after it was reached", snap, err)
+		}
+		cancel()
+		if r := <-done; r.Status != engine.StatusCancelled {
+			t.Fatalf("run = %+v", r)
+		}
+		raw, _ = db.Checkpoint(context.Background(), "keep")
+		if !strings.Contains(string(raw), before) {
+			t.Errorf("the gate deadline was lost on cancellation: had %s, now %s", before, raw)
+		}
+	})
 }
 
 // A gate parked inside a fan-out branch keeps its deadline across a stop:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -318,12 +319,14 @@ func TestParkedGateReleasedByItsLastAnswer(t *testing.T) {
 	}
 }
 
-// An agent paused in the await_answers tool is bounded by its node's
-// timeout: the deadline is stored with the pause, and the process that
-// owns the store at that time fails the run with the unanswered ids.
-func TestAwaitToolPauseFailsAtItsDeadline(t *testing.T) {
+// awaitTool is an agent that asks one question and then waits in the
+// await_answers tool, which pauses the run.
+func awaitTool() (*dsl.Workflow, map[string]engine.Backend, error) {
 	src := "agent a:\n  model: \"anthropic/x\"\n  interaction: async\n  timeout: \"20m\"\nworkflow w:\n  entry: a\n  a -> done\n"
-	w := mustCompile(t, src)
+	w, ds := dsl.CompileSource("t.bot", []byte(src))
+	if ds.HasErrors() {
+		return nil, nil, ds
+	}
 	b := &script{async: true, run: func(ctx context.Context, task *engine.Task) (*engine.Result, error) {
 		id, err := task.PostQuestion(ctx, engine.AsyncQuestion{Question: "Which licence?"})
 		if err != nil {
@@ -331,28 +334,72 @@ func TestAwaitToolPauseFailsAtItsDeadline(t *testing.T) {
 		}
 		return nil, &engine.NeedsInteractionError{AwaitPending: []engine.PendingQuestion{{InteractionID: id, Question: "Which licence?"}}, PendingToolUseID: "toolu_9"}
 	}}
-	db := newStore(t)
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	e, _ := lifecycleEngine(t, db, w, map[string]engine.Backend{"claw": b}, func(o *engine.Options) { o.Clock = func() time.Time { return now } })
-	ctx := t.Context()
-	run, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "tool", WorkDir: t.TempDir()})
-	if err != nil || run.Status != engine.StatusPausedWaitingHuman {
-		t.Fatalf("run = %+v, %v; want paused in the await tool", run, err)
-	}
-	e.Close()
+	return w, map[string]engine.Backend{"claw": b}, nil
+}
 
-	// The next owner of the store, 21 minutes later, has nothing to wait for.
-	later, ev := lifecycleEngine(t, db, w, map[string]engine.Backend{"claw": b}, func(o *engine.Options) {
-		o.Clock = func() time.Time { return now.Add(21 * time.Minute) }
+// An agent paused in the await_answers tool is bounded by its node's
+// timeout: the deadline is stored with the pause, and the engine that
+// paused it fails the run at that deadline with the unanswered ids.
+func TestAwaitToolPauseFailsAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, backends, err := awaitTool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := newStore(t)
+		e, ev := lifecycleEngine(t, db, w, backends, nil)
+		ctx := t.Context()
+		began := time.Now()
+		run, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "tool", WorkDir: t.TempDir()})
+		if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+			t.Fatalf("run = %+v, %v; want paused in the await tool", run, err)
+		}
+		ev.wait(t, run.ID, engine.EventRunFailed)
+		if waited := time.Since(began); waited < 20*time.Minute || waited >= 21*time.Minute {
+			t.Errorf("the paused run failed after %s, want its node's timeout of 20m", waited)
+		}
+		got, _ := db.Run(ctx, run.ID)
+		if got.Status != engine.StatusFailedResumable || got.FailureCode != engine.CodeTimeout || !strings.Contains(got.Error, "1 unanswered question(s): tool_a_async_1") {
+			t.Errorf("run = %s %s %q, want failed_resumable TIMEOUT naming tool_a_async_1", got.Status, got.FailureCode, got.Error)
+		}
 	})
-	if _, err := later.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ev.wait(t, run.ID, engine.EventRunFailed)
-	got, _ := db.Run(ctx, run.ID)
-	if got.Status != engine.StatusFailedResumable || got.FailureCode != engine.CodeTimeout || !strings.Contains(got.Error, "1 unanswered question(s): tool_a_async_1") {
-		t.Errorf("run = %s %s %q, want failed_resumable TIMEOUT naming tool_a_async_1", got.Status, got.FailureCode, got.Error)
-	}
+}
+
+// A deadline that passed while no engine owned the store fails the run as
+// soon as the next owner recovers it.
+func TestAwaitToolDeadlinePassedWhileDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, backends, err := awaitTool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := newStore(t)
+		e, _ := lifecycleEngine(t, db, w, backends, nil)
+		ctx := t.Context()
+		run, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "tool", WorkDir: t.TempDir()})
+		if err != nil || run.Status != engine.StatusPausedWaitingHuman {
+			t.Fatalf("run = %+v, %v; want paused in the await tool", run, err)
+		}
+		e.Close() // the owner goes: its timer with it
+
+		time.Sleep(21 * time.Minute) // in the bubble: the clock moves on at once
+		if got, _ := db.Run(ctx, run.ID); got.Status != engine.StatusPausedWaitingHuman {
+			t.Fatalf("with no owner the run is %s, want still paused", got.Status)
+		}
+		later, ev := lifecycleEngine(t, db, w, backends, nil)
+		recovered := time.Now()
+		if _, err := later.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ev.wait(t, run.ID, engine.EventRunFailed)
+		if waited := time.Since(recovered); waited != 0 {
+			t.Errorf("the recovered run failed %s after the recovery, want at once", waited)
+		}
+		got, _ := db.Run(ctx, run.ID)
+		if got.Status != engine.StatusFailedResumable || got.FailureCode != engine.CodeTimeout || !strings.Contains(got.Error, "1 unanswered question(s): tool_a_async_1") {
+			t.Errorf("run = %s %s %q, want failed_resumable TIMEOUT naming tool_a_async_1", got.Status, got.FailureCode, got.Error)
+		}
+	})
 }
 
 // Options.MaxStoredBytes bounds what a run writes to the store.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,9 +126,28 @@ func TestFanOutParallelismFromTheEngine(t *testing.T) {
 // A tool node's start is stored, and told to OnEvent, while it runs, not
 // when it finishes: a long step shows a sign of life.
 func TestToolNodeStartIsStoredWhenItStarts(t *testing.T) {
-	w := mustCompile(t, "tool wait:\n  command: \"while [ ! -e go ]; do sleep 0.01; done\"\nworkflow w:\n  entry: wait\n  wait -> done\n")
+	// The tool reads a line from a FIFO: it runs until the test writes one.
+	w := mustCompile(t, "tool wait:\n  command: \"read -r line < go\"\nworkflow w:\n  entry: wait\n  wait -> done\n")
 	db := newStore(t)
 	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// release writes the line; it waits for the tool to open the FIFO,
+	// unless hurry (the tool may never have started).
+	release := func(hurry bool) error {
+		flags := os.O_WRONLY
+		if hurry {
+			flags |= syscall.O_NONBLOCK
+		}
+		f, err := os.OpenFile(filepath.Join(dir, "go"), flags, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteString("go\n")
+		return err
+	}
 	started := make(chan engine.Event, 1)
 	e := engine.New(engine.Options{Store: db, Sandbox: testSandbox(t), Poll: time.Hour, OnEvent: func(ev engine.Event) {
 		if ev.Type == engine.EventNodeStarted {
@@ -145,7 +165,7 @@ func TestToolNodeStartIsStoredWhenItStarts(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the run ended (%v) before its tool node's start was told", err)
 	case <-time.After(time.Minute): // a guard, not a wait: the tool never ends by itself
-		_ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+		_ = release(true)
 		t.Fatal("no node_started while the tool node runs")
 	}
 	evs, err := db.Events(context.Background(), ev.RunID, 0, 0)
@@ -155,7 +175,7 @@ func TestToolNodeStartIsStoredWhenItStarts(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Type != engine.EventNodeStarted || last.NodeID != "wait" {
 		t.Errorf("while the tool runs, the store's last event is %s %s, want node_started wait", last.Type, last.NodeID)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+	if err := release(false); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -93,12 +93,13 @@ func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Cl
 	return c
 }
 
-func newCommenter(c *gh.Client) (*Commenter, *[]time.Duration) {
+// newCommenter returns a Commenter over c on clock that records its
+// pacing waits instead of sleeping.
+func newCommenter(c *gh.Client, clock func() time.Time) (*Commenter, *[]time.Duration) {
 	var waits []time.Duration
 	var mu sync.Mutex
 	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	cm.now = func() time.Time { return now }
+	cm.now = clock
 	cm.wait = func(_ context.Context, d time.Duration) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -118,7 +119,7 @@ func TestCommenterIdempotent(t *testing.T) {
 	// A person who copies a marker cannot stop the bot's comment.
 	srv.comments[140].Body = gh.String("quiet please " + Marker("outbox-1"))
 	srv.comments[140].User = &gh.User{Login: gh.String("mallory"), Type: gh.String("User")}
-	cm, waits := newCommenter(srv.serve(t))
+	cm, waits := newCommenter(srv.serve(t), newTestClock().Now)
 	ctx := context.Background()
 
 	id, err := cm.Post(ctx, 42, "acme", "app", 7, "outbox-1", "**Question** from the agent")
@@ -204,7 +205,7 @@ func TestCommenterErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := &commentServer{refuse: c.refuse}
-			cm, _ := newCommenter(srv.serve(t))
+			cm, _ := newCommenter(srv.serve(t), newTestClock().Now)
 			_, err := cm.Post(context.Background(), 42, "acme", "app", 7, "outbox-1", "hello")
 			if err == nil || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("err = %v, want one naming %q", err, c.msg)
@@ -226,7 +227,7 @@ func TestCommenterOnlyItsOwnComments(t *testing.T) {
 	srv := &commentServer{}
 	srv.comments = append(srv.comments, &gh.IssueComment{ID: gh.Int64(1), Body: gh.String("echo\n\n" + Marker("outbox-1")),
 		User: &gh.User{Login: gh.String("other-app[bot]"), Type: gh.String("Bot")}})
-	cm, _ := newCommenter(srv.serve(t))
+	cm, _ := newCommenter(srv.serve(t), newTestClock().Now)
 	cm.Login = "iterion[bot]"
 	id, err := cm.Post(context.Background(), 42, "acme", "app", 7, "outbox-1", "the real one")
 	if err != nil || id == 1 || srv.posts != 1 {

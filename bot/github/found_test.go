@@ -13,14 +13,15 @@ import (
 // marker; if the question was answered meanwhile, the comment is edited to
 // say so rather than left asking for an answer.
 func TestFoundQuestionCommentIsBroughtUpToDate(t *testing.T) {
-	db, fake := prWorld(t)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	run := createPRRun(t, db, "q-1")
 	ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: map[string]any{engine.QuestionKey: "Which licence?"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
+	relay := world.relay(t, world.commenter())
 	// The first attempt: numbered, written on GitHub, not recorded.
 	if _, err := db.ShortID(ctx, PRScope("acme/app", 7), run.ID, ix.ID); err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func TestFoundQuestionCommentIsBroughtUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fakeCommenter(fake).Post(ctx, 42, "acme", "app", 7, questionKey(ix.ID), renderQuestion(v, ix)); err != nil {
+	if _, err := world.commenter().Post(ctx, 42, "acme", "app", 7, questionKey(ix.ID), renderQuestion(v, ix)); err != nil {
 		t.Fatal(err)
 	}
 	// Someone answers it (they see the comment, or answer on Slack).

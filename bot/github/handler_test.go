@@ -169,7 +169,8 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 		})
 	})
 	app := &App{clients: map[int64]*gh.Client{42: client}}
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := newTestClock() // the commenter's and the store's
+	now := clock.Now()
 	runs := &fakeRuns{
 		runs: []*engine.Run{
 			{ID: "r1", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}},
@@ -190,8 +191,8 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 			"r2": {{ID: "r2_ask_async_1", RunID: "r2", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Secret question"}}},
 		},
 	}
-	cm, _ := newCommenter(client)
-	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t)}, cs, runs
+	cm, _ := newCommenter(client, clock.Now)
+	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t, clock)}, cs, runs
 }
 
 // commentDelivery is the issue_comment delivery of body by sender, as

@@ -100,7 +100,8 @@ func BenchmarkIntakeLoad(b *testing.B) {
 // fake GitHub over loopback (each iteration adds a step, so the status
 // changes and one edit is made); the check run is unchanged.
 func BenchmarkRelaySync(b *testing.B) {
-	db, fake := prWorld(b)
+	world := newWorld(b)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	run := createPRRun(b, db, "bench-1")
 	for i := range 3 {
@@ -121,7 +122,9 @@ func BenchmarkRelaySync(b *testing.B) {
 	c.BaseURL, _ = url.Parse(fake.URL())
 	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
 	cm.Pace = 0
+	cm.now = world.clock.Now
 	relay := NewRelay(db, cm, nil)
+	relay.now = world.clock.Now
 	relay.Drain(ctx) // the status comment, the questions, the check run
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {

@@ -5,19 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	gh "github.com/google/go-github/v62/github"
-
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
-	"github.com/iterion-bot/iterion/internal/nodesandbox"
-	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -30,33 +25,13 @@ func compile(t *testing.T, src string) *dsl.Workflow {
 	return w
 }
 
-// fakeClient returns a Commenter over the fake GitHub that records the
-// pacing waits instead of sleeping.
-func fakeCommenter(f *fakegithub.Server) *Commenter {
-	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
-	c.BaseURL, _ = url.Parse(f.URL())
-	cm, _ := newCommenter(c)
-	return cm
-}
-
-func openStore(t *testing.T) *store.DB {
-	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // Runs started from a PR get one status comment and a check run, kept in
 // line with the run from the outbox rows the engine wrote; a run from
 // elsewhere gets nothing.
 func TestRelayStatusAndChecks(t *testing.T) {
-	db := openStore(t)
-	e := engine.New(engine.Options{Store: db, Poll: time.Hour, Sandbox: nodesandboxtest.New(t, nodesandbox.Options{})})
+	world := newWorld(t)
+	db, fake, e := world.db, world.fake, world.engine(t)
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
 	trig := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, Actor: "ana", HeadSHA: "abc1234def"}
 	ok := compile(t, "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok @team\\\"}'\"\n  output: out\n  publish: report\nworkflow good:\n  entry: t\n  t -> done\n")
 	bad := compile(t, "tool t:\n  command: \"echo broken >&2; exit 3\"\nworkflow bad:\n  entry: t\n  t -> done\n")
@@ -72,8 +47,11 @@ func TestRelayStatusAndChecks(t *testing.T) {
 		if _, err := e.Start(ctx, engine.StartRequest{Workflow: r.w, RunID: r.id, Trigger: r.tr, Channels: channels, WorkDir: t.TempDir()}); err != nil {
 			t.Fatal(err)
 		}
+		// The next run starts later: within one instant, the order of two
+		// runs' outbox rows is left to chance.
+		world.clock.Add(time.Second)
 	}
-	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
+	relay := world.relay(t, world.commenter())
 	relay.Drain(ctx)
 	relay.Drain(ctx) // nothing twice
 	comments := fake.Comments(7)
@@ -104,7 +82,7 @@ func TestRelayStatusAndChecks(t *testing.T) {
 			t.Errorf("check run %d links %q, want the status comment", i, c.DetailsURL)
 		}
 	}
-	if rows, _ := db.DueOutbox(ctx, time.Now().Add(time.Hour), 0); len(rows) != 0 {
+	if rows, _ := db.DueOutbox(ctx, world.clock.Now().Add(time.Hour), 0); len(rows) != 0 {
 		t.Errorf("outbox rows left: %+v", rows)
 	}
 }
@@ -113,7 +91,8 @@ func TestRelayStatusAndChecks(t *testing.T) {
 // answer; an answer given elsewhere edits it to say who answered, and
 // the status comment lists the open questions with links.
 func TestRelayQuestions(t *testing.T) {
-	db, fake := prWorld(t)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	run := createPRRun(t, db, "q-1")
 	post := func(text string, opts ...engine.Option) *engine.Interaction {
@@ -128,7 +107,7 @@ func TestRelayQuestions(t *testing.T) {
 		return ix
 	}
 	first := post("Which licence? cc @acme/legal", engine.Option{ID: "mit", Label: "MIT"}, engine.Option{ID: "apache", Label: "Apache-2.0"})
-	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
+	relay := world.relay(t, world.commenter())
 	relay.Drain(ctx)
 	second := post("Minimum Go version?")
 	relay.Drain(ctx)
@@ -188,24 +167,24 @@ func quoteAll(s string) string {
 	return "> " + strings.ReplaceAll(s, "\n", "\n> ")
 }
 
-// A PR GitHub refuses to comment on is retried with back-off, then given up.
+// A PR GitHub refuses to comment on is retried with back-off, doubling
+// from a second on the relay's clock, then given up.
 func TestRelayRetries(t *testing.T) {
-	db := openStore(t)
-	e := engine.New(engine.Options{Store: db, Poll: time.Hour, Sandbox: nodesandboxtest.New(t, nodesandbox.Options{})})
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	w := compile(t, "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	// PR 8 does not exist on the fake: every post is a 404.
-	if _, err := e.Start(ctx, engine.StartRequest{Workflow: w, RunID: "gone-1", Channels: []string{"github"},
+	if _, err := world.engine(t).Start(ctx, engine.StartRequest{Workflow: w, RunID: "gone-1", Channels: []string{"github"},
 		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 8, Installation: 42}}); err != nil {
 		t.Fatal(err)
 	}
-	fake := fakegithub.New(t, "acme", "app")
-	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
-	clock := time.Now()
-	relay.now = func() time.Time { return clock }
+	relay := world.relay(t, world.commenter())
+	wait := time.Second
 	for attempt := 1; attempt <= MaxOutboxAttempts; attempt++ {
 		relay.Drain(ctx)
-		rows, err := db.DueOutbox(ctx, clock.Add(24*time.Hour), 0)
+		now := world.clock.Now()
+		rows, err := db.DueOutbox(ctx, now.Add(24*time.Hour), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,13 +194,15 @@ func TestRelayRetries(t *testing.T) {
 			}
 			break
 		}
-		if len(rows) != 2 || rows[0].Attempts != attempt || rows[1].Attempts != attempt || !rows[0].NextAt.After(clock) {
-			t.Fatalf("after attempt %d: %+v, want the run's two rows postponed with %d attempts", attempt, rows, attempt)
+		if len(rows) != 2 || rows[0].Attempts != attempt || rows[1].Attempts != attempt || !rows[0].NextAt.Equal(now.Add(wait)) {
+			t.Fatalf("after attempt %d: %+v, want the run's two rows postponed by %s with %d attempts", attempt, rows, wait, attempt)
 		}
-		if due, _ := db.DueOutbox(ctx, clock, 0); len(due) != 0 {
-			t.Fatalf("after attempt %d the row is due again at once", attempt)
+		world.clock.Add(wait - time.Millisecond)
+		if due, _ := db.DueOutbox(ctx, world.clock.Now(), 0); len(due) != 0 {
+			t.Fatalf("after attempt %d the row is due before its %s back-off", attempt, wait)
 		}
-		clock = rows[0].NextAt
+		world.clock.Add(time.Millisecond)
+		wait *= 2
 	}
 	if n := len(fake.Comments(8)); n != 0 {
 		t.Errorf("%d comments on a PR that does not exist", n)
@@ -246,13 +227,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 func TestRelayProgressPace(t *testing.T) {
 	// The relay and the store read one clock: outbox rows are due, and
 	// progress is paced, by the same time.
-	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	now := func() time.Time { return clock }
-	db, fake := prWorldAt(t, now)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	run := createPRRun(t, db, "p-1")
-	relay := NewRelay(db, fakeCommenter(fake), testLog(t))
-	relay.now = now
+	relay := world.relay(t, world.commenter())
 	relay.Drain(ctx) // run_started: the status comment
 	edits := func() int { return oneBotComment(t, fake, 7, Marker("status-p-1")).Edits }
 	base := edits()
@@ -265,13 +244,13 @@ func TestRelayProgressPace(t *testing.T) {
 		relay.Touch(run.ID)
 	}
 	step("a")
-	clock = clock.Add(time.Second)
+	world.clock.Add(time.Second)
 	relay.SyncTouched(ctx)
 	if edits() != base {
 		t.Fatalf("progress edited %d times within StatusEvery of the last sync", edits()-base)
 	}
 	step("b")
-	clock = clock.Add(relay.StatusEvery)
+	world.clock.Add(relay.StatusEvery)
 	relay.SyncTouched(ctx)
 	if edits() != base+1 {
 		t.Fatalf("%d edits after StatusEvery, want 1", edits()-base)
@@ -281,7 +260,7 @@ func TestRelayProgressPace(t *testing.T) {
 	}
 	// Touched without a change: nothing to edit.
 	relay.Touch(run.ID)
-	clock = clock.Add(relay.StatusEvery)
+	world.clock.Add(relay.StatusEvery)
 	relay.SyncTouched(ctx)
 	if edits() != base+1 {
 		t.Errorf("an unchanged status was edited")
@@ -291,7 +270,8 @@ func TestRelayProgressPace(t *testing.T) {
 // An App without the Checks permission still gets its status comments;
 // the refused check runs fail no outbox row.
 func TestRelayWithoutChecksPermission(t *testing.T) {
-	db, fake := prWorld(t)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.Contains(r.URL.Path, "check-runs") {
@@ -303,11 +283,11 @@ func TestRelayWithoutChecksPermission(t *testing.T) {
 		return false
 	})
 	createPRRun(t, db, "nc-1")
-	NewRelay(db, fakeCommenter(fake), testLog(t)).Drain(ctx)
+	world.relay(t, world.commenter()).Drain(ctx)
 	if n := len(fake.BotComments(7, Marker("status-nc-1"))); n != 1 {
 		t.Errorf("%d status comments, want 1", n)
 	}
-	if rows, _ := db.DueOutbox(ctx, time.Now().Add(24*time.Hour), 0); len(rows) != 0 {
+	if rows, _ := db.DueOutbox(ctx, world.clock.Now().Add(24*time.Hour), 0); len(rows) != 0 {
 		t.Errorf("rows left to retry: %+v", rows)
 	}
 }
@@ -338,24 +318,6 @@ func TestProgressFold(t *testing.T) {
 	if !slices.Equal(mid.current(), []string{"a", "c", "d"}) {
 		t.Errorf("current %v, want a, c, d in the order first started", mid.current())
 	}
-}
-
-// prWorld is a store and a fake GitHub serving acme/app with PR 7 at
-// head abc1234def.
-func prWorld(tb testing.TB) (*store.DB, *fakegithub.Server) {
-	return prWorldAt(tb, nil)
-}
-
-// prWorldAt is prWorld with the store on clock (nil means the real one).
-func prWorldAt(tb testing.TB, clock func() time.Time) (*store.DB, *fakegithub.Server) {
-	db, err := store.Open(tb.TempDir(), store.Options{SmallMemory: true, Clock: clock})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	fake := fakegithub.New(tb, "acme", "app")
-	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc1234def"}
-	return db, fake
 }
 
 // createPRRun stores a running run of "review" started from acme/app#7.

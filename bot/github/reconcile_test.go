@@ -35,9 +35,9 @@ func (storeActions) Launch(context.Context, Launch) (string, error) {
 // GitHub lets the bot read, even when another PR's cannot be read; a
 // question answered meanwhile is left alone.
 func TestReconcile(t *testing.T) {
-	db := openStore(t)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
 	fake.Files[".iterion.yml"] = "workflows:\n  review: r.bot\n"
 	fake.Perms["ana"] = "write"
 	// PR 8's comments cannot be listed (say, GitHub hides them).
@@ -80,7 +80,7 @@ func TestReconcile(t *testing.T) {
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())
 	app := &App{clients: map[int64]*gh.Client{42: c}}
-	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: fakeCommenter(fake), Queue: db, Log: testLog(t)}
+	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)}
 	n, err := h.Reconcile(ctx)
 	if n != 1 || err == nil || !strings.Contains(err.Error(), "acme/app#8") {
 		t.Fatalf("Reconcile = %d, %v; want 1 applied and PR 8's error", n, err)
@@ -101,14 +101,9 @@ func TestReconcile(t *testing.T) {
 // existed (refused then) is no answer to it, and an edited comment is not
 // replayed.
 func TestReconcileSkipsStaleComments(t *testing.T) {
-	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true, Clock: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	world := newWorld(t)
+	db, fake, clock := world.db, world.fake, world.clock
 	ctx := context.Background()
-	fake := fakegithub.New(t, "acme", "app")
 	fake.Files[".iterion.yml"] = "workflows:\n  review: r.bot\n"
 	fake.Perms["ana"] = "write"
 	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc"}
@@ -128,16 +123,17 @@ func TestReconcileSkipsStaleComments(t *testing.T) {
 		return ix
 	}
 	q1 := ask("Which licence?")
-	fake.AddCommentAt(7, "ana", "/iterion answer Q2 drop the tables", clock.Add(10*time.Minute))
-	clock = clock.Add(20 * time.Minute)
+	fake.AddCommentAt(7, "ana", "/iterion answer Q2 drop the tables", clock.Now().Add(10*time.Minute))
+	clock.Add(20 * time.Minute)
 	q2 := ask("What may the migration do?")
-	edited := fake.AddCommentAt(7, "ana", "/iterion answer Q1 GPL", clock.Add(10*time.Minute))
-	fake.EditCommentAt(edited.ID, "/iterion answer Q1 AGPL", clock.Add(11*time.Minute))
+	edited := fake.AddCommentAt(7, "ana", "/iterion answer Q1 GPL", clock.Now().Add(10*time.Minute))
+	fake.EditCommentAt(edited.ID, "/iterion answer Q1 AGPL", clock.Now().Add(11*time.Minute))
+	clock.Add(15 * time.Minute) // the server starts again
 
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())
 	app := &App{clients: map[int64]*gh.Client{42: c}}
-	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: fakeCommenter(fake), Queue: db, Log: testLog(t)}
+	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)}
 	if n, err := h.Reconcile(ctx); n != 0 || err != nil {
 		t.Errorf("Reconcile = %d, %v; want nothing applied", n, err)
 	}

@@ -18,7 +18,8 @@ import (
 // question, its error and its artifact.
 func TestRelayScrubsSecrets(t *testing.T) {
 	const secret = "sk-ant-api03-s3cr3t-0123456789"
-	db, fake := prWorld(t)
+	world := newWorld(t)
+	db, fake := world.db, world.fake
 	ctx := context.Background()
 	run := createPRRun(t, db, "leak-1")
 	if _, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "review", Questions: map[string]any{engine.QuestionKey: "Is " + secret + " the key?"}}); err != nil {
@@ -31,9 +32,9 @@ func TestRelayScrubsSecrets(t *testing.T) {
 		Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFailed, RunID: run.ID, Channels: []string{"github"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	replies := fakeCommenter(fake)
+	replies := world.commenter()
 	replies.Redactor = engine.NewRedactor(secret)
-	relay := NewRelay(db, replies, testLog(t))
+	relay := world.relay(t, replies)
 	relay.Drain(ctx)
 
 	var posted []string
@@ -52,7 +53,7 @@ func TestRelayScrubsSecrets(t *testing.T) {
 			t.Errorf("the posts lack %q:\n%s", want, all)
 		}
 	}
-	if rows, _ := db.DueOutbox(ctx, time.Now().Add(time.Hour), 0); len(rows) != 0 {
+	if rows, _ := db.DueOutbox(ctx, world.clock.Now().Add(time.Hour), 0); len(rows) != 0 {
 		t.Errorf("outbox rows left: %s", fmt.Sprint(rows))
 	}
 }

@@ -41,7 +41,7 @@ type Worker struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	// poll is the period of the safety re-scan; a missed wake-up costs at
-	// most this much latency, and postponed deliveries are picked up by it.
+	// most this much latency.
 	poll time.Duration
 	// Failpoint, when set, is called with FailDeliveryHandling before each
 	// delivery is handled, for crash tests.
@@ -53,8 +53,12 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inFlight map[string]bool
-	// finished holds deliveries handled since the last listing: a listing
-	// taken before their outcome was stored must not dispatch them again.
+	// finished holds deliveries handled since the last listing began: a
+	// listing taken before their outcome was stored must not dispatch them
+	// again. (A handler stores its outcome, then moves its delivery from
+	// inFlight to finished, and finished is cleared only before a listing:
+	// a listing that saw the delivery pending finds it in one or the
+	// other.)
 	finished map[string]bool
 }
 
@@ -89,8 +93,7 @@ func (w *Worker) Run(ctx context.Context) {
 	for {
 		// Outcomes stored before this listing are in it; forget them.
 		w.mu.Lock()
-		seen := w.finished
-		w.finished = map[string]bool{}
+		clear(w.finished)
 		w.mu.Unlock()
 		pending, err := w.queue.PendingDeliveries(ctx, 0)
 		if err != nil && ctx.Err() == nil {
@@ -99,7 +102,7 @@ func (w *Worker) Run(ctx context.Context) {
 		for _, d := range pending {
 			key := d.Source + "/" + d.ID
 			w.mu.Lock()
-			skip := w.inFlight[key] || w.finished[key] || seen[key]
+			skip := w.inFlight[key] || w.finished[key]
 			if !skip {
 				w.inFlight[key] = true
 			}
@@ -113,12 +116,19 @@ func (w *Worker) Run(ctx context.Context) {
 				return
 			}
 			wg.Go(func() {
+				retryIn := time.Duration(-1)
 				defer func() { <-sem }()
 				defer func() {
 					w.mu.Lock()
 					delete(w.inFlight, key)
 					w.finished[key] = true
 					w.mu.Unlock()
+					// Armed once the delivery is no longer in flight, so the
+					// listing this wakes can dispatch it. A wake-up after Run
+					// ended is harmless.
+					if retryIn >= 0 {
+						time.AfterFunc(retryIn, w.Wake)
+					}
 				}()
 				if w.Failpoint != nil {
 					w.Failpoint(FailDeliveryHandling)
@@ -130,9 +140,14 @@ func (w *Worker) Run(ctx context.Context) {
 				var later *RetryLater
 				if errors.As(herr, &later) && d.Attempts+1 < MaxAttempts {
 					w.log.Warn("handling a delivery postponed", "delivery", d.ID, "event", d.Event, "retry_in", later.After, "err", herr)
+					// Due by the time package's clock, which the store reads
+					// by default and the wake-up timer runs on (tests run the
+					// worker in a testing/synctest bubble, where both are fake).
 					if err := w.queue.RetryDelivery(context.WithoutCancel(ctx), d.Source, d.ID, time.Now().Add(later.After), herr); err != nil {
 						w.log.Error("postponing a delivery failed", "delivery", d.ID, "err", err)
+						return // still due: the next listing takes it
 					}
+					retryIn = later.After
 					return
 				}
 				if herr != nil {

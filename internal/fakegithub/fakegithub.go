@@ -86,6 +86,12 @@ type Server struct {
 	Perms map[string]string
 	// PRs are the pull requests by number.
 	PRs map[int]*PR
+	// Clock gives the time of the comments the fake writes (the bot's,
+	// and people's added "now"), which the bot reads back when it lists
+	// comments since a time. A test that pins the bot's clock to a date
+	// gives the fake the same one. nil means time.Now. (Installation
+	// tokens expire by the real clock: the App's token cache reads it.)
+	Clock func() time.Time
 
 	mu        sync.Mutex
 	fail      func(w http.ResponseWriter, r *http.Request) bool
@@ -203,7 +209,7 @@ func (s *Server) BotComments(pr int, substr string) []Comment {
 // AddComment writes a person's comment on pr, as if made on GitHub now,
 // and returns it.
 func (s *Server) AddComment(pr int, user, body string) Comment {
-	return s.AddCommentAt(pr, user, body, time.Now())
+	return s.AddCommentAt(pr, user, body, s.now())
 }
 
 // AddCommentAt writes a person's comment on pr as if made at a time.
@@ -275,6 +281,13 @@ func (s *Server) WaitFor(timeout time.Duration, what string, cond func() bool) {
 			s.t.Fatalf("waited %s for %s", timeout, what)
 		}
 	}
+}
+
+func (s *Server) now() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
 }
 
 func (s *Server) changedLocked() {
@@ -478,7 +491,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
 		return
 	}
 	s.nextID++
-	c := &Comment{ID: s.nextID, PR: pr, User: BotLogin, Bot: true, Body: in.Body, CreatedAt: time.Now().UTC()}
+	c := &Comment{ID: s.nextID, PR: pr, User: BotLogin, Bot: true, Body: in.Body, CreatedAt: s.now().UTC()}
 	s.comments = append(s.comments, c)
 	writeJSON(w, http.StatusCreated, s.commentJSON(c))
 }

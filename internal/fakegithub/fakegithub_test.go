@@ -71,3 +71,31 @@ func TestFakeKeepsGitHubsRules(t *testing.T) {
 		t.Errorf("a request without the token was served")
 	}
 }
+
+// Comments the fake writes are dated by its Clock, which since filters by.
+func TestFakeClock(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := New(t, "acme", "app")
+	s.Clock = func() time.Time { return at }
+	s.PRs[7] = &PR{HeadSHA: "abc"}
+	c := client(t, s)
+	ctx := context.Background()
+	if _, _, err := c.Issues.CreateComment(ctx, "acme", "app", 7, &gh.IssueComment{Body: gh.String("bot")}); err != nil {
+		t.Fatal(err)
+	}
+	s.AddComment(7, "ana", "person")
+	for _, cm := range s.Comments(7) {
+		if !cm.CreatedAt.Equal(at) {
+			t.Errorf("comment %q written at %s, want the fake's clock %s", cm.Body, cm.CreatedAt, at)
+		}
+	}
+	for _, tc := range []struct {
+		since time.Time
+		want  int
+	}{{at, 2}, {at.Add(time.Second), 0}} {
+		list, _, err := c.Issues.ListComments(ctx, "acme", "app", 7, &gh.IssueListCommentsOptions{Since: &tc.since})
+		if err != nil || len(list) != tc.want {
+			t.Errorf("since %s: %d comments, %v; want %d", tc.since, len(list), err, tc.want)
+		}
+	}
+}
