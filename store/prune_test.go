@@ -68,7 +68,7 @@ func mustFullRun(t *testing.T, db *DB, clock *settableClock, id string, status e
 	}
 	mustCommit(t, db, engine.Change{RunID: id, Status: status, Checkpoint: []byte(`{"node":"agent"}`),
 		History: []engine.HistoryEntry{{Series: "agent", Index: 0, Data: []byte(`{"text":"kept as an entry"}`)}},
-		Events: []engine.Event{{Type: engine.EventNodeFinished, NodeID: "agent"}}, Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}})
+		Events:  []engine.Event{{Type: engine.EventNodeFinished, NodeID: "agent"}}, Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}})
 	if keepOutbox {
 		return
 	}
