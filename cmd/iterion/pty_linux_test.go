@@ -16,22 +16,22 @@ func newPTY(t testing.TB) (ptmx, tty *os.File) {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
+		t.Fatalf("the terminal tests need a pseudo-terminal (/dev/ptmx, devpts mounted): %v", err)
 	}
 	var n uint32
 	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
 		ptmx.Close()
-		t.Skipf("TIOCGPTN: %v", e)
+		t.Fatalf("the terminal tests need a pseudo-terminal: TIOCGPTN: %v", e)
 	}
 	var unlock int32
 	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
 		ptmx.Close()
-		t.Skipf("TIOCSPTLCK: %v", e)
+		t.Fatalf("the terminal tests need a pseudo-terminal: TIOCSPTLCK: %v", e)
 	}
 	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		ptmx.Close()
-		t.Skipf("opening the terminal end: %v", err)
+		t.Fatalf("the terminal tests need a pseudo-terminal: opening its terminal end: %v", err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, ptmx) }()
 	t.Cleanup(func() {
