@@ -64,8 +64,10 @@ type Options struct {
 	DiskReserve int64
 	// GCInterval is how often the value log's garbage is collected: the
 	// files whose values are mostly overwritten or deleted are rewritten
-	// and removed. Zero means every 5 minutes; negative means never. Not
-	// used in memory or read-only.
+	// and removed. A collection also starts whenever two value-log files'
+	// worth (128 MiB in production) was written since the last. Zero
+	// means every 5 minutes; negative means never. Not used in memory or
+	// read-only.
 	GCInterval time.Duration
 
 	// syncWrites makes Badger sync every transaction itself instead of the
@@ -84,6 +86,9 @@ type Options struct {
 	// outcome of each collection; for tests.
 	gcTicks <-chan time.Time
 	gcRan   func(rewritten int, err error)
+	// gcAfterBytes replaces the bytes written that start a collection
+	// before the interval is up, for tests.
+	gcAfterBytes int64
 	// migrations replaces the layout migrations, for tests.
 	migrations []migration
 }
@@ -180,7 +185,8 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("opening store %s: %w", where, err)
 	}
 	if !opts.InMemory && db.readOnly == nil && opts.GCInterval >= 0 {
-		db.gc = startCollector(db, cmp.Or(opts.GCInterval, defaultGCInterval), opts.gcTicks, opts.gcRan)
+		after := cmp.Or(opts.gcAfterBytes, gcAfterFiles*bo.ValueLogFileSize)
+		db.gc = startCollector(db, cmp.Or(opts.GCInterval, defaultGCInterval), opts.gcTicks, after, opts.gcRan)
 	}
 	return db, nil
 }
@@ -366,6 +372,7 @@ func (db *DB) write(ctx context.Context, c writeClass, sync bool, fn func(txn *t
 		}
 	}
 	db.disk.wrote(written)
+	db.gc.wrote(written)
 	if sync && !db.syncWrites {
 		if err := db.syncs.sync(db.bdb.Sync); err != nil {
 			return fmt.Errorf("syncing to disk: %w", err)

@@ -97,9 +97,12 @@
 // # Value-log collection
 //
 // Badger never reclaims an overwritten or deleted value of the value log
-// by itself. Every five minutes (Options.GCInterval) a goroutine of the DB
-// rewrites the value-log files that are at least half dead, one after the
-// other until none is, unless the disk is nearly full; Close stops it.
+// by itself. Every five minutes (Options.GCInterval), and whenever 128 MiB
+// were written since the last time, a goroutine of the DB rewrites the
+// value-log files that are at least half dead, one after the other until
+// none is, unless the disk is nearly full; Close stops it. A run looping
+// over an 8 KiB checkpoint keeps under 300 MiB of value log for 2.2 GB
+// written (BENCHMARKS.md).
 //
 // # Disk space
 //

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -18,6 +19,11 @@ import (
 // Options.GCInterval says otherwise.
 const defaultGCInterval = 5 * time.Minute
 
+// gcAfterFiles is how many value-log files' worth of writes start a
+// collection before the interval is up: a run looping fast writes
+// gigabytes in minutes, and what it overwrites is garbage at once.
+const gcAfterFiles = 2
+
 // gcDiscardRatio is the share of dead values that makes a value-log file
 // worth rewriting: Badger's recommended 0.5 rewrites at most as many bytes
 // as it frees.
@@ -29,13 +35,19 @@ type collector struct {
 	quit     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+
+	// written counts the bytes written since the last collection; past
+	// after, wake is signalled to collect now.
+	written atomic.Int64
+	after   int64
+	wake    chan struct{}
 }
 
 // startCollector collects db's value log every interval, or at each tick
-// when ticks is set, and tells ran (when set) the outcome of each
-// collection.
-func startCollector(db *DB, interval time.Duration, ticks <-chan time.Time, ran func(int, error)) *collector {
-	c := &collector{quit: make(chan struct{}), done: make(chan struct{})}
+// when ticks is set, and whenever after bytes were written since the last
+// collection; it tells ran (when set) the outcome of each collection.
+func startCollector(db *DB, interval time.Duration, ticks <-chan time.Time, after int64, ran func(int, error)) *collector {
+	c := &collector{quit: make(chan struct{}), done: make(chan struct{}), after: after, wake: make(chan struct{}, 1)}
 	go func() {
 		defer close(c.done)
 		if ticks == nil {
@@ -48,7 +60,9 @@ func startCollector(db *DB, interval time.Duration, ticks <-chan time.Time, ran 
 			case <-c.quit:
 				return
 			case <-ticks:
+			case <-c.wake:
 			}
+			c.written.Store(0)
 			n, err := db.collectGarbage(c.quit)
 			if err != nil {
 				db.log.Warn("store: collecting the value log failed", "rewritten", n, "err", err)
@@ -61,6 +75,18 @@ func startCollector(db *DB, interval time.Duration, ticks <-chan time.Time, ran 
 		}
 	}()
 	return c
+}
+
+// wrote counts n bytes written, and wakes the collector when they add up
+// to its threshold. A nil collector counts nothing.
+func (c *collector) wrote(n int64) {
+	if c == nil || c.written.Add(n) < c.after {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default: // already woken
+	}
 }
 
 // stop ends the collection, waiting for one under way; a nil collector

@@ -50,10 +50,10 @@ type gcResult struct {
 	err       error
 }
 
-func newGCHarness(t *testing.T, dir string) *gcHarness {
+func newGCHarness(t *testing.T, dir string, after int64) *gcHarness {
 	t.Helper()
 	h := &gcHarness{ticks: make(chan time.Time), ran: make(chan gcResult, 1)}
-	h.db = newDB(t, dir, Options{SmallMemory: true, gcTicks: h.ticks, gcRan: func(n int, err error) { h.ran <- gcResult{n, err} }})
+	h.db = newDB(t, dir, Options{SmallMemory: true, gcTicks: h.ticks, gcAfterBytes: after, gcRan: func(n int, err error) { h.ran <- gcResult{n, err} }})
 	return h
 }
 
@@ -93,7 +93,7 @@ func TestGCShrinksOverwrittenCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := newGCHarness(t, dir)
+	h := newGCHarness(t, dir, 0)
 	if err := h.db.bdb.Flatten(1); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestGCShrinksOverwrittenCheckpoints(t *testing.T) {
 // TestCloseStopsGC checks that Close ends the collector's goroutine, and
 // that a collection found nothing to do is not an error.
 func TestCloseStopsGC(t *testing.T) {
-	h := newGCHarness(t, t.TempDir())
+	h := newGCHarness(t, t.TempDir(), 0)
 	if got := h.collect(t); got.err != nil || got.rewritten != 0 {
 		t.Errorf("collection of an empty store: rewrote %d, err=%v; want nothing and no error", got.rewritten, got.err)
 	}
@@ -135,6 +135,39 @@ func TestCloseStopsGC(t *testing.T) {
 	case h.ticks <- time.Time{}:
 		t.Fatal("a tick was taken after Close")
 	default:
+	}
+}
+
+// TestGCAfterWrites checks that writing the collector's threshold starts a
+// collection without waiting for the interval.
+func TestGCAfterWrites(t *testing.T) {
+	h := newGCHarness(t, t.TempDir(), 256<<10)
+	if err := h.db.CreateRun(t.Context(), &engine.Run{ID: "r-loop", Status: engine.StatusRunning}, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := bytes.Repeat([]byte("c"), 50<<10) // 68 KiB stored
+	for i := range 3 {
+		if err := h.db.Commit(t.Context(), engine.Change{RunID: "r-loop", Checkpoint: checkpoint}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-h.ran:
+			t.Fatalf("a collection (%+v) started after %d KiB written, before the 256 KiB threshold", got, (i+1)*68)
+		default:
+		}
+	}
+	if err := h.db.Commit(t.Context(), engine.Change{RunID: "r-loop", Checkpoint: checkpoint}); err != nil {
+		t.Fatal(err)
+	}
+	// The fourth commit crossed the threshold: the collector was woken.
+	// (The timeout only keeps a broken build from hanging the suite.)
+	select {
+	case got := <-h.ran:
+		if got.err != nil {
+			t.Errorf("the collection failed: %v", got.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no collection a minute after writing past the threshold")
 	}
 }
 
