@@ -243,7 +243,7 @@ func (db *DB) ReadOnly() error {
 
 // The production settings of Badger; the package comment says why.
 const (
-	prodMemTableSize   = 8 << 20
+	prodMemTableSize   = 16 << 20
 	prodMemtables      = 3
 	prodValueThreshold = 4 << 10
 	prodBlockCache     = 32 << 20

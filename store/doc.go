@@ -84,12 +84,12 @@
 // # Memory
 //
 // The production settings bound what Badger keeps in memory: three
-// memtables of 8 MiB, a 32 MiB block cache and a 16 MiB cache of table
+// memtables of 16 MiB, a 32 MiB block cache and a 16 MiB cache of table
 // indexes (Badger's defaults: five of 64 MiB, 256 MiB, and every index in
 // memory). Values above 4 KiB (checkpoints, node outputs) go to the value
 // log rather than the tables, so compactions, whose table builders held
 // over 1 GiB when 16 KiB events stayed in the tables, only move keys and
-// small values (BENCHMARKS.md). A transaction holds about 1.2 MiB of small
+// small values (BENCHMARKS.md). A transaction holds about 2.4 MiB of small
 // records and pointers to larger ones; a record may have up to 64 MiB,
 // the size of a value-log file. Level 0 is compacted after every flush,
 // which is what finds the overwritten values for the collection below.
@@ -101,7 +101,7 @@
 // were written since the last time, a goroutine of the DB rewrites the
 // value-log files that are at least half dead, one after the other until
 // none is, unless the disk is nearly full; Close stops it. A run looping
-// over an 8 KiB checkpoint keeps under 300 MiB of value log for 2.2 GB
+// over an 8 KiB checkpoint keeps under 400 MiB of value log for 2.2 GB
 // written (BENCHMARKS.md).
 //
 // # Disk space
