@@ -120,6 +120,9 @@ func (e *Engine) driveLimited(ctx context.Context, w *dsl.Workflow, run *Run, ck
 				rs.ck.Node, rs.ck.Input = target, input
 				rs.mu.Unlock()
 				if err = rs.commit(ctx, Change{}); err != nil {
+					if errors.Is(err, ErrStorageFull) {
+						return rs.storageFull(ctx, err)
+					}
 					return nil, err
 				}
 				e.failAt(FailBetweenNodes)
@@ -127,6 +130,10 @@ func (e *Engine) driveLimited(ctx context.Context, w *dsl.Workflow, run *Run, ck
 			}
 		}
 		switch {
+		case errors.Is(err, ErrStorageFull):
+			// The disk is (nearly) full: the run stops where it is, and
+			// continues from its checkpoint once space is freed.
+			return rs.storageFull(ctx, err)
 		case errors.Is(err, errPaused):
 			log.Info("run paused", "node", n.ID)
 			return e.store.Run(context.WithoutCancel(ctx), run.ID)
@@ -155,6 +162,13 @@ func (e *Engine) driveLimited(ctx context.Context, w *dsl.Workflow, run *Run, ck
 		}
 		return nil, err
 	}
+}
+
+// storageFull ends a run the store refused a write of for lack of disk
+// space: failed_resumable, STORAGE_FULL (the store lets that last write
+// through, from its reserve).
+func (rs *runState) storageFull(ctx context.Context, err error) (*Run, error) {
+	return rs.finish(context.WithoutCancel(ctx), StatusFailedResumable, CodeStorageFull, err.Error())
 }
 
 // step executes one node with its budget check and events, and records

@@ -31,7 +31,8 @@
 // answer: the message names each field), 401 (missing or wrong token), 403
 // (another user on the socket), 404 (unknown run or question), 409
 // (already answered, the run not waiting for it, or the wait of an agent
-// rather than a question), 410 (the run has ended).
+// rather than a question), 410 (the run has ended), 503 (the store's disk
+// is nearly full: the message says how much is free).
 package api
 
 import (
@@ -309,6 +310,7 @@ var errorCodes = []struct {
 	{engine.ErrStatusChanged, http.StatusConflict, "not_waiting"},
 	{engine.ErrWorkflowChanged, http.StatusConflict, "workflow_changed"},
 	{engine.ErrRunEnded, http.StatusGone, "run_ended"},
+	{engine.ErrStorageFull, http.StatusServiceUnavailable, "storage_full"},
 }
 
 // errorBody is the JSON of an error reply.

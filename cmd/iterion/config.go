@@ -38,6 +38,11 @@ type serveConfig struct {
 	// ShutdownGrace is how long a stop waits for the requests and runs in
 	// flight; runs still going then continue at the next start.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Retention is how long a stopped run (finished, failed, cancelled,
+	// failed resumably) is kept after its last change before the hourly
+	// sweep removes it with its events, checkpoints and workspace; 0
+	// keeps every run. Paused and running runs are never removed.
+	Retention time.Duration `yaml:"retention"`
 	// Log is where serve's own log goes: stderr, at a level, in a format.
 	Log logSettings `yaml:"log"`
 	// GitHub is the App's non-secret settings; see githubSettings for how
@@ -90,6 +95,7 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Addr:          ":8080",
 		ShutdownGrace: 30 * time.Second,
+		Retention:     30 * 24 * time.Hour,
 		Log:           logSettings{Level: "info", Format: "text"},
 		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 7 * 24 * time.Hour},
 		Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10 << 10},
@@ -200,6 +206,12 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"shutdown_grace": func(at string, v reflect.Value) string {
 		if v.Int() < 0 {
 			return at + ": write 0s to stop without waiting, or a positive duration like 30s"
+		}
+		return ""
+	},
+	"retention": func(at string, v reflect.Value) string {
+		if d := time.Duration(v.Int()); d != 0 && d < time.Hour {
+			return at + ": write 0s to keep every run, or at least 1h, like 720h for 30 days"
 		}
 		return ""
 	},

@@ -267,16 +267,33 @@ func removeEndedWorkspace(o *owner, runID string, log *slog.Logger) {
 // have not changed for keep: they are unlikely to be resumed, and each
 // holds a copy of a repository. (Finished and failed runs lose theirs at
 // once.)
-func sweepWorkspaces(ctx context.Context, o *owner, keep time.Duration, log *slog.Logger) {
+func sweepWorkspaces(ctx context.Context, o *owner, keep, retention time.Duration, log *slog.Logger) {
 	tick := time.NewTicker(time.Hour)
 	defer tick.Stop()
 	for {
-		sweepOnce(ctx, o, keep, time.Now(), log)
+		now := time.Now()
+		sweepOnce(ctx, o, keep, now, log)
+		retire(ctx, o, retention, now, log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// retire removes the stopped runs unchanged for retention (0: none),
+// with everything stored for them and their workspaces (pruneRuns).
+func retire(ctx context.Context, o *owner, retention time.Duration, now time.Time, log *slog.Logger) {
+	if retention <= 0 {
+		return
+	}
+	gone, err := pruneRuns(ctx, o.db, o.dir, now.Add(-retention), log)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		log.Error("removing runs past the retention failed", "err", err)
+	case len(gone) > 0:
+		log.Info("removed runs past the retention", "runs", len(gone), "retention", retention)
 	}
 }
 

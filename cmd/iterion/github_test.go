@@ -621,3 +621,45 @@ func TestSweepWorkspaces(t *testing.T) {
 		}
 	}
 }
+
+// serve's retention removes stopped runs unchanged for longer than it,
+// with their workspaces; paused and recent runs stay, and 0 keeps all.
+func TestRetention(t *testing.T) {
+	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	ctx := context.Background()
+	for _, r := range []struct {
+		id     string
+		status engine.Status
+	}{{"done", engine.StatusFinished}, {"waiting", engine.StatusPausedWaitingHuman}} {
+		now := time.Now()
+		if err := o.db.CreateRun(ctx, &engine.Run{ID: r.id, Status: r.status, CreatedAt: now, UpdatedAt: now}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(workspacesDir(o), r.id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	later := time.Now().Add(31 * 24 * time.Hour)
+	retire(ctx, o, 0, later, log) // 0 keeps every run
+	retire(ctx, o, 30*24*time.Hour, time.Now(), log)
+	for _, id := range []string{"done", "waiting"} {
+		if _, err := o.db.Run(ctx, id); err != nil {
+			t.Fatalf("run %s removed before its time: %v", id, err)
+		}
+	}
+	retire(ctx, o, 30*24*time.Hour, later, log)
+	if _, err := o.db.Run(ctx, "done"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("finished run past the retention: err = %v, want it removed", err)
+	}
+	if _, err := os.Stat(filepath.Join(workspacesDir(o), "done")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("its workspace: %v, want it removed", err)
+	}
+	if _, err := o.db.Run(ctx, "waiting"); err != nil {
+		t.Errorf("paused run: %v, want it kept", err)
+	}
+}

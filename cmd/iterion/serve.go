@@ -114,6 +114,11 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		return err
 	}
 	defer o.Close()
+	// A store opened read-only (its disk nearly full) would refuse every
+	// run and delivery: say so now rather than fail each request.
+	if err := o.db.ReadOnly(); err != nil {
+		return fmt.Errorf("serve needs to write to its store: %w", err)
+	}
 	// A run that recorded no workspace gets its own empty one: never the
 	// server's directory.
 	opts.WorkDir = func(r *engine.Run) (string, error) { return prepareWorkDir(o, r.ID) }
@@ -149,7 +154,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	defer sweeping.Wait()
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep() // runs first: serve may return early, on an error
-	sweeping.Go(func() { sweepWorkspaces(sweepCtx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), log) })
+	sweeping.Go(func() {
+		sweepWorkspaces(sweepCtx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), cfg.Retention, log)
+	})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
