@@ -65,3 +65,25 @@ func TestInteractionIDsAndMessage(t *testing.T) {
 		t.Errorf("AnswerMessage = %q, want %q", got, want)
 	}
 }
+
+// Ids of one sequence sort in the order they were handed out, within one
+// millisecond too, and stay NewID-shaped.
+func TestIDSequenceIsMonotonic(t *testing.T) {
+	var q IDSequence
+	now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	prev := ""
+	for i := range 10000 {
+		at := now
+		if i >= 9000 {
+			at = now.Add(time.Millisecond)
+		}
+		id := q.Next(at)
+		if len(id) != 26 || id <= prev {
+			t.Fatalf("id %d = %q after %q: want 26 characters, sorting after it", i, id, prev)
+		}
+		prev = id
+	}
+	if early := NewID(now.Add(-time.Millisecond)); early >= q.Next(now) {
+		t.Errorf("an id of an earlier millisecond sorts after the sequence's")
+	}
+}

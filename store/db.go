@@ -110,6 +110,10 @@ type DB struct {
 	// was nearly full at Open); every write returns it.
 	readOnly *diskFullError
 
+	// outboxIDs numbers outbox rows so that they are performed in the
+	// order they were written, even within one millisecond.
+	outboxIDs engine.IDSequence
+
 	// mu makes Close wait for operations in flight and later operations
 	// fail with ErrClosed instead of panicking inside Badger.
 	mu     sync.RWMutex
@@ -346,7 +350,7 @@ func (db *DB) write(ctx context.Context, c writeClass, sync bool, fn func(txn *t
 			return err
 		}
 		err := db.bdb.Update(func(txn *badger.Txn) error {
-			t := &tx{Txn: txn, maxValue: db.maxValue}
+			t := &tx{Txn: txn, maxValue: db.maxValue, ids: &db.outboxIDs}
 			err := fn(t)
 			written = t.written
 			return err
@@ -385,6 +389,8 @@ func (db *DB) write(ctx context.Context, c writeClass, sync bool, fn func(txn *t
 type tx struct {
 	*badger.Txn
 	maxValue int
+	// ids numbers the outbox rows, in the order they are written.
+	ids *engine.IDSequence
 	written  int64 // bytes of the keys and values put
 }
 

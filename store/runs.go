@@ -304,18 +304,11 @@ func appendEvents(txn *tx, runID string, events []engine.Event, now time.Time) e
 
 // putOutbox writes outbox rows of a run, completing them as Commit says.
 func putOutbox(txn *tx, run *engine.Run, rows []engine.OutboxRow, now time.Time) error {
-	// Ids made within one millisecond differ only in their random part;
-	// sorted, they keep the rows of one transaction in the order given.
-	var ids []string
+	// The store's sequence keeps rows in the order they are written, within
+	// one transaction and across transactions of the same millisecond.
 	for _, row := range rows {
 		if row.ID == "" {
-			ids = append(ids, engine.NewID(now))
-		}
-	}
-	slices.Sort(ids)
-	for _, row := range rows {
-		if row.ID == "" {
-			row.ID, ids = ids[0], ids[1:]
+			row.ID = txn.ids.Next(now)
 		}
 		if row.RunID == "" {
 			row.RunID = run.ID
