@@ -390,8 +390,8 @@ type tx struct {
 	*badger.Txn
 	maxValue int
 	// ids numbers the outbox rows, in the order they are written.
-	ids *engine.IDSequence
-	written  int64 // bytes of the keys and values put
+	ids     *engine.IDSequence
+	written int64 // bytes of the keys and values put
 }
 
 // view runs fn in a read-only transaction.
