@@ -28,7 +28,7 @@ func clearServeEnv(t *testing.T) {
 }
 
 func TestServeConfigErrors(t *testing.T) {
-	const keys = "(the keys here are addr, store, shutdown_grace, log, github, sandbox, secrets, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, secrets, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -55,6 +55,8 @@ func TestServeConfigErrors(t *testing.T) {
 			`serve.yml:1:17: shutdown_grace "30": write a duration, a number and a unit like 30s, 2m or 1m30s`},
 		{"duration in words", "shutdown_grace: 30 seconds\n",
 			`serve.yml:1:17: shutdown_grace "30 seconds": write a duration, a number and a unit like 30s, 2m or 1m30s`},
+		{"retention too short", "retention: 5m\n",
+			`serve.yml:1:12: retention "5m": write 0s to keep every run, or at least 1h, like 720h for 30 days`},
 		{"negative duration", "shutdown_grace: -5s\n",
 			`serve.yml:1:17: shutdown_grace "-5s": write 0s to stop without waiting, or a positive duration like 30s`},
 		{"duration as a list", "shutdown_grace: [30s]\n",
@@ -76,7 +78,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, log, github, sandbox, secrets, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, secrets, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -163,6 +165,7 @@ func TestServeConfigDecodes(t *testing.T) {
 addr: 127.0.0.1:9000
 store: data            # relative to this file
 shutdown_grace: 1m30s
+retention: 48h
 log:
   level: debug
   format: json
@@ -200,6 +203,7 @@ api: {}
 			Addr:          "127.0.0.1:9000",
 			Store:         filepath.Join(dir, "data"),
 			ShutdownGrace: 90 * time.Second,
+			Retention:     48 * time.Hour,
 			Log:           logSettings{Level: "debug", Format: "json"},
 			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
 				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem", KeepWorkspaces: 72 * time.Hour},
@@ -210,6 +214,7 @@ api: {}
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
 			ShutdownGrace: 30 * time.Second,
+			Retention:     720 * time.Hour,
 			Log:           logSettings{Level: "info", Format: "json"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
@@ -217,6 +222,7 @@ api: {}
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
 			ShutdownGrace: 30 * time.Second,
+			Retention:     720 * time.Hour,
 			Log:           logSettings{Level: "warn", Format: "text"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
