@@ -27,35 +27,11 @@ func TestServe(t *testing.T) {
 	writeAt("w.bot", "vars:\n  n: int\ncompute c:\n  expr:\n    x: \"vars.n + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	writeAt("m.bot", "schema out:\n  text: string\nagent a:\n  model: \"anthropic/claude-x\"\n  output: out\nworkflow m:\n  entry: a\n  a -> done\n")
 	t.Setenv("ANTHROPIC_API_KEY", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
-		pw.Close()
-		done <- code
-	}()
-	sc := bufio.NewScanner(pr)
-	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
-		t.Fatalf("serve did not start: %q", sc.Text())
-	}
-	go io.Copy(io.Discard, pr)
-	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	base, stop := startServe(t)
 
 	call := func(method, path, token, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return apiCall(t, base, method, path, token, body)
 	}
 	if code, _ := call("GET", "/healthz", "", ""); code != 200 {
 		t.Errorf("healthz = %d", code)
@@ -127,8 +103,7 @@ func TestServe(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := stop(); code != exitOK {
 		t.Errorf("serve exited %d", code)
 	}
 }
@@ -172,32 +147,10 @@ func TestServeHumanForms(t *testing.T) {
 	if err := writeFileAt(filepath.Join(dir, "h.bot"), humanWorkflow); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
-		pw.Close()
-		done <- code
-	}()
-	sc := bufio.NewScanner(pr)
-	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
-		t.Fatalf("serve did not start: %q", sc.Text())
-	}
-	go io.Copy(io.Discard, pr)
-	base := strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	base, stop := startServe(t)
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return apiCall(t, base, method, path, "tok", body)
 	}
 	// waitFor polls the run's status: serve's API has no event stream.
 	waitFor := func(id, status string) {
@@ -251,8 +204,51 @@ func TestServeHumanForms(t *testing.T) {
 	if code, out, _ := runCLI(t, "runs", "cancel", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "already over") {
 		t.Errorf("cancel of a finished run: exit %d %s", code, out)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := stop(); code != exitOK {
 		t.Errorf("serve exited %d", code)
 	}
+}
+
+// startServe runs iterion serve in this process, on a free loopback port
+// with the store st of the current directory, and returns its base URL
+// and the stop that ends it and returns its exit status.
+func startServe(t *testing.T) (base string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "listening on ") {
+		cancel()
+		t.Fatalf("serve did not start: %q", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	base = strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
+	return base, func() int { cancel(); return <-done }
+}
+
+// apiCall sends a request to serve's API with token ("" for none) and
+// returns the status and the decoded JSON body.
+func apiCall(t *testing.T, base, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }
