@@ -62,20 +62,22 @@ const (
 
 // Trigger says what started a run.
 type Trigger struct {
-	// Source is cli, api, github, slack or cron.
+	// Source is the channel that started the run: cli, api, github,
+	// slack or cron.
 	Source string `json:"source"`
-	// Repo, PR and CommentID locate a GitHub trigger, and Installation is
-	// the App installation that acts on the repository.
-	Repo         string `json:"repo,omitempty"`
-	PR           int    `json:"pr,omitempty"`
-	CommentID    int64  `json:"comment_id,omitempty"`
-	Installation int64  `json:"installation,omitempty"`
-	// HeadSHA is the commit a GitHub run works on (its check run's).
-	HeadSHA string `json:"head_sha,omitempty"`
-	// Schedule names a cron schedule.
-	Schedule string `json:"schedule,omitempty"`
 	// Actor is who started the run, as the channel names them.
 	Actor string `json:"actor,omitempty"`
+	// Ref is the place in its channel the run belongs to, as that channel
+	// writes it (bot/github's PRScope: "github/acme/app#7"). The engine
+	// never reads it; the store indexes runs by it (RunsByRef), so a
+	// channel finds the runs of a pull request, a Slack thread or a
+	// schedule without knowing how another channel names its places.
+	Ref string `json:"ref,omitempty"`
+	// Details are the channel's own details of where the run was started
+	// (GitHub's repository, pull request, installation, comment and head
+	// commit), in the channel's JSON shape. Only the channel that wrote
+	// them reads them.
+	Details json.RawMessage `json:"details,omitempty"`
 }
 
 // Run is the record of one execution of a workflow.

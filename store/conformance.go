@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -163,7 +164,7 @@ func testCreateRun(t *testing.T, s engine.Store) {
 		File:         "review.bot",
 		Status:       engine.StatusRunning,
 		Vars:         map[string]any{"pr": "42"},
-		Trigger:      engine.Trigger{Source: "github", Repo: "o/r", PR: 42, CommentID: 7, Actor: "alice"},
+		Trigger:      engine.Trigger{Source: "github", Actor: "alice", Ref: "github/o/r#42", Details: json.RawMessage(`{"repo":"o/r","pr":42,"comment_id":7}`)},
 		Channels:     []string{"github", "slack"},
 		CreatedAt:    suiteTime(0),
 		UpdatedAt:    suiteTime(0),

@@ -24,7 +24,9 @@
 //	seq/<run>/ix                       last interaction order of the run
 //	seq/<run>/async/<node>             last n of the node's async ids <run>_<node>_async_<n>
 //	rpost/<run>/<name>                 an external id of the run's own posts (a status comment)
-//	runpr/<repo>#<pr>/<run>            index of the runs of a pull request
+//	runref/<ref>/<run>                 index of the runs by their trigger's Ref (a channel's
+//	                                   place: a pull request, a Slack thread); the ref is
+//	                                   path-escaped
 //	ixref/<channel>/<external id>      the interaction a post carries, to route replies
 //	short/<scope>/next                 last short question number handed out in scope
 //	short/<scope>/n/<n>                the interaction numbered n
@@ -77,9 +79,11 @@
 // at the current version. To change the layout, append a step to
 // migrations.
 //
-//	1  the first layout: everything above but meta/layout and prune/
+//	1  the first layout: everything above but meta/layout, prune/ and runref/
 //	2  meta/layout; the runs of pull requests indexed (runpr/), which
 //	   layout 1 did at every open, marked by meta/index/runpr
+//	3  GitHub's details leave the run's trigger for its channel Ref and
+//	   Details; runs are indexed by Ref (runref/), and runpr/ is gone
 //
 // # Memory
 //

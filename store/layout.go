@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/iterion-bot/iterion/engine"
@@ -43,6 +46,7 @@ type migration struct {
 // be at any version.
 var migrations = []migration{
 	{"index the runs of pull requests (runpr/)", migrateIndexPRRuns},
+	{"move GitHub's trigger details into the channel's ref and details (runref/)", migrateChannelRefs},
 }
 
 // layoutOf is the layout version of a store after steps.
@@ -122,6 +126,56 @@ func (db *DB) setLayout(ctx context.Context, version int) error {
 	return db.update(ctx, true, func(txn *tx) error { return put(txn, layoutKey, layoutRecord{Layout: version}) })
 }
 
+// legacyRun is what layouts 1 and 2 stored of a run's trigger beyond its
+// source and actor: GitHub's details, in the trigger itself.
+type legacyRun struct {
+	ID      string `json:"id"`
+	Trigger struct {
+		legacyGitHub
+	} `json:"trigger"`
+}
+
+// legacyGitHub are the GitHub fields of a layout 1 or 2 trigger. Layout 3
+// keeps them, under the same names, as the trigger's Details, which is
+// the shape bot/github reads (its Origin).
+type legacyGitHub struct {
+	Repo         string `json:"repo,omitempty"`
+	PR           int    `json:"pr,omitempty"`
+	CommentID    int64  `json:"comment_id,omitempty"`
+	Installation int64  `json:"installation,omitempty"`
+	HeadSHA      string `json:"head_sha,omitempty"`
+}
+
+// migrationTxnBytes bounds what one migration transaction writes, well
+// inside Badger's limit for a transaction (about 2.4 MiB with the
+// production memtables).
+const migrationTxnBytes = 1 << 20
+
+// eachRunBatch calls fn for every run record, as stored, at most
+// batchSize records and about migrationTxnBytes written per transaction.
+func eachRunBatch(ctx context.Context, db *DB, fn func(txn *tx, key []byte, rec *json.RawMessage) error) error {
+	var from []byte
+	for {
+		var next []byte
+		err := db.update(ctx, false, func(txn *tx) error {
+			next = nil
+			n := 0
+			return scan(txn, runPrefix, from, func(key []byte, rec *json.RawMessage) (bool, error) {
+				if n == batchSize || txn.written >= migrationTxnBytes {
+					next = key
+					return false, nil
+				}
+				n++
+				return true, fn(txn, key, rec)
+			})
+		})
+		if err != nil || next == nil {
+			return err
+		}
+		from = next
+	}
+}
+
 // Version 1 to 2: index the runs of pull requests.
 
 // prIndexedKey marked, in layout 1, a store whose runs from before the
@@ -129,31 +183,62 @@ func (db *DB) setLayout(ctx context.Context, version int) error {
 var prIndexedKey = []byte("meta/index/runpr")
 
 // migrateIndexPRRuns indexes the runs created before the pull-request
-// index existed (putPRIndex), in batches; indexing a run twice writes the
-// same entry.
+// index existed, in batches; indexing a run twice writes the same entry.
+// Layout 3 replaces the index (migrateChannelRefs).
 func migrateIndexPRRuns(ctx context.Context, db *DB) error {
-	var from []byte
-	for {
-		var next []byte
-		err := db.update(ctx, false, func(txn *tx) error {
-			next = nil
-			n := 0
-			return scan(txn, runPrefix, from, func(key []byte, run *engine.Run) (bool, error) {
-				if n == batchSize {
-					next = key
-					return false, nil
-				}
-				n++
-				return true, putPRIndex(txn, run)
-			})
-		})
+	err := eachRunBatch(ctx, db, func(txn *tx, key []byte, rec *json.RawMessage) error {
+		var run legacyRun
+		if err := json.Unmarshal(*rec, &run); err != nil {
+			return fmt.Errorf("decoding %s: %w", key, err)
+		}
+		t := run.Trigger
+		if t.Repo == "" || t.PR == 0 {
+			return nil
+		}
+		return put(txn, []byte("runpr/"+strings.ToLower(t.Repo)+"#"+strconv.Itoa(t.PR)+"/"+run.ID), ixRef{RunID: run.ID})
+	})
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, true, func(txn *tx) error { return txn.Delete(prIndexedKey) })
+}
+
+// Version 2 to 3: channel references.
+
+// migrateChannelRefs moves the GitHub fields of each run's trigger into
+// its Details, sets the Ref that bot/github gives a pull request's runs
+// (PRScope: "github/<owner/name, lower case>#<pr>"), indexes the run by it
+// (runref/), and removes the pull-request index (runpr/). A record
+// already moved has no GitHub fields left, so a second pass skips it.
+func migrateChannelRefs(ctx context.Context, db *DB) error {
+	err := eachRunBatch(ctx, db, func(txn *tx, key []byte, rec *json.RawMessage) error {
+		var old legacyRun
+		if err := json.Unmarshal(*rec, &old); err != nil {
+			return fmt.Errorf("decoding %s: %w", key, err)
+		}
+		gh := old.Trigger.legacyGitHub
+		if gh == (legacyGitHub{}) {
+			return nil
+		}
+		run := new(engine.Run)
+		if err := decode(key, *rec, run); err != nil {
+			return err
+		}
+		details, err := json.Marshal(gh)
 		if err != nil {
 			return err
 		}
-		if next == nil {
-			break
+		run.Trigger.Details = details
+		if gh.Repo != "" && gh.PR != 0 {
+			run.Trigger.Ref = "github/" + strings.ToLower(gh.Repo) + "#" + strconv.Itoa(gh.PR)
 		}
-		from = next
+		if err := put(txn, key, run); err != nil {
+			return err
+		}
+		return putRefIndex(txn, run)
+	})
+	if err != nil {
+		return err
 	}
-	return db.update(ctx, true, func(txn *tx) error { return txn.Delete(prIndexedKey) })
+	return db.deletePrefix(ctx, []byte("runpr/"))
 }

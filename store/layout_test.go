@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/google/go-cmp/cmp"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -174,5 +176,84 @@ func TestNewerLayoutRefused(t *testing.T) {
 	db = newDB(t, dir, Options{SmallMemory: true, migrations: make([]migration, LayoutVersion())})
 	if got := storedLayout(t, db); got != LayoutVersion()+1 {
 		t.Errorf("layout after the refusal = %d, want %d", got, LayoutVersion()+1)
+	}
+}
+
+// TestLegacyGitHubTriggersMigrated opens stores of layouts 1 and 2 whose
+// run records keep GitHub's details in the trigger itself, as they were
+// written: the details move to the trigger's Details, under the names
+// bot/github reads, the runs of a pull request get its Ref and are found
+// by it, and the old index is gone.
+func TestLegacyGitHubTriggersMigrated(t *testing.T) {
+	for _, layout := range []int{1, 2} {
+		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			db := newDB(t, dir, Options{SmallMemory: true})
+			legacy := map[string]string{
+				"run/a": `{"v":1,"id":"a","workflow":"review","status":"finished","trigger":{"source":"github","repo":"Acme/App","pr":7,"comment_id":5,"installation":42,"head_sha":"abc1234","actor":"ana"},"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`,
+				"run/b": `{"v":1,"id":"b","workflow":"review","status":"running","trigger":{"source":"github","repo":"acme/app","pr":7,"installation":42},"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`,
+				"run/c": `{"v":1,"id":"c","workflow":"push","status":"finished","trigger":{"source":"github","repo":"acme/app","installation":42,"head_sha":"def"},"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`,
+				"run/d": `{"v":1,"id":"d","workflow":"local","status":"finished","trigger":{"source":"cli"},"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z"}`,
+			}
+			if layout == 2 {
+				legacy["runpr/acme/app#7/a"] = `{"v":1,"run_id":"a"}`
+				legacy["runpr/acme/app#7/b"] = `{"v":1,"run_id":"b"}`
+			}
+			err := db.bdb.Update(func(txn *badger.Txn) error {
+				for k, v := range legacy {
+					if err := txn.Set([]byte(k), []byte(v)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if layout == 1 {
+				setStoredLayout(t, db, 0) // layout 1 had no version key
+			} else {
+				setStoredLayout(t, db, layout)
+			}
+			closeDB(t, db)
+
+			db = newDB(t, dir, Options{SmallMemory: true})
+			if got := storedLayout(t, db); got != LayoutVersion() {
+				t.Errorf("layout after migrating = %d, want %d", got, LayoutVersion())
+			}
+			want := map[string]engine.Trigger{
+				"a": {Source: "github", Actor: "ana", Ref: "github/acme/app#7",
+					Details: json.RawMessage(`{"repo":"Acme/App","pr":7,"comment_id":5,"installation":42,"head_sha":"abc1234"}`)},
+				"b": {Source: "github", Ref: "github/acme/app#7", Details: json.RawMessage(`{"repo":"acme/app","pr":7,"installation":42}`)},
+				"c": {Source: "github", Details: json.RawMessage(`{"repo":"acme/app","installation":42,"head_sha":"def"}`)},
+				"d": {Source: "cli"},
+			}
+			for id, tr := range want {
+				run, err := db.Run(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tr, run.Trigger, cmp.Transformer("json", func(m json.RawMessage) string { return string(m) })); diff != "" {
+					t.Errorf("run %s's trigger after migrating (-want +got):\n%s", id, diff)
+				}
+			}
+			runs, err := db.RunsByRef(ctx, "github/acme/app#7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"a", "b"}, runIDs(runs)); diff != "" {
+				t.Errorf("RunsByRef after migrating (-want +got):\n%s", diff)
+			}
+			err = db.bdb.View(func(txn *badger.Txn) error {
+				if keys := keysUnder(&tx{Txn: txn}, []byte("runpr/"), 10); len(keys) != 0 {
+					t.Errorf("the pull-request index is left: %q", keys)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

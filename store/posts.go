@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -181,29 +182,32 @@ func (db *DB) ShortIDs(ctx context.Context, scope, runID string) (map[string]int
 	return out, nil
 }
 
-// The runs of a pull request, indexed when a run is created.
+// The runs of a channel's place (a pull request, a Slack thread), indexed
+// by their trigger's Ref when a run is created.
 
-func prIndexPrefix(repo string, pr int) []byte {
-	return []byte("runpr/" + strings.ToLower(repo) + "#" + strconv.Itoa(pr) + "/")
+// maxRefLen bounds a trigger's Ref, which is part of a key.
+const maxRefLen = 1024
+
+func refIndexPrefix(ref string) []byte {
+	return []byte("runref/" + url.PathEscape(ref) + "/")
 }
 
-// putPRIndex indexes a run started from a pull request.
-func putPRIndex(txn *tx, run *engine.Run) error {
-	t := run.Trigger
-	if t.Repo == "" || t.PR == 0 {
+// putRefIndex indexes a run by its trigger's Ref, if it has one.
+func putRefIndex(txn *tx, run *engine.Run) error {
+	if run.Trigger.Ref == "" {
 		return nil
 	}
-	return put(txn, append(prIndexPrefix(t.Repo, t.PR), run.ID...), ixRef{RunID: run.ID})
+	return put(txn, append(refIndexPrefix(run.Trigger.Ref), run.ID...), ixRef{RunID: run.ID})
 }
 
-// PRRuns returns the runs started from pull request pr of repo
-// ("owner/name", any case), in no particular order.
-func (db *DB) PRRuns(ctx context.Context, repo string, pr int) ([]*engine.Run, error) {
+// RunsByRef returns the runs whose trigger's Ref is ref, exactly as the
+// channel wrote it, in no particular order.
+func (db *DB) RunsByRef(ctx context.Context, ref string) ([]*engine.Run, error) {
 	var out []*engine.Run
 	err := db.view(ctx, func(txn *tx) error {
 		out = nil
-		return scan(txn, prIndexPrefix(repo, pr), nil, func(_ []byte, ref *ixRef) (bool, error) {
-			run, err := getRun(txn, ref.RunID)
+		return scan(txn, refIndexPrefix(ref), nil, func(_ []byte, r *ixRef) (bool, error) {
+			run, err := getRun(txn, r.RunID)
 			if err != nil {
 				return false, err
 			}
@@ -212,7 +216,7 @@ func (db *DB) PRRuns(ctx context.Context, repo string, pr int) ([]*engine.Run, e
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing the runs of %s#%d: %w", repo, pr, err)
+		return nil, fmt.Errorf("listing the runs of %s: %w", ref, err)
 	}
 	return out, nil
 }

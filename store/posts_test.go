@@ -3,10 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/iterion-bot/iterion/engine"
@@ -130,56 +130,38 @@ func TestRunPosts(t *testing.T) {
 	}
 }
 
-func TestPRRuns(t *testing.T) {
+func TestRunsByRef(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	db := newDB(t, dir, Options{SmallMemory: true})
+	db := newDB(t, t.TempDir(), Options{SmallMemory: true})
 	for _, r := range []*engine.Run{
-		{ID: "a", Trigger: engine.Trigger{Source: "github", Repo: "Acme/App", PR: 7}},
-		{ID: "b", Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}},
-		{ID: "c", Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 70}},
-		{ID: "d", Trigger: engine.Trigger{Source: "cli"}},
+		{ID: "a", Trigger: engine.Trigger{Source: "github", Ref: "github/acme/app#7"}},
+		{ID: "b", Trigger: engine.Trigger{Source: "github", Ref: "github/acme/app#7"}},
+		{ID: "c", Trigger: engine.Trigger{Source: "github", Ref: "github/acme/app#70"}},
+		// A ref that is a prefix of another once a separator is added.
+		{ID: "d", Trigger: engine.Trigger{Source: "slack", Ref: "github/acme/app#7/x"}},
+		{ID: "e", Trigger: engine.Trigger{Source: "cli"}},
 	} {
 		if err := db.CreateRun(ctx, r, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ids := func() []string {
-		t.Helper()
-		runs, err := db.PRRuns(ctx, "ACME/app", 7)
+	for ref, want := range map[string][]string{
+		"github/acme/app#7":   {"a", "b"},
+		"github/acme/app#70":  {"c"},
+		"github/acme/app#7/x": {"d"},
+		"github/Acme/App#7":   nil, // exactly as written: the channel normalizes
+		"":                    nil,
+	} {
+		runs, err := db.RunsByRef(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, r := range runs {
-			out = append(out, r.ID)
+		if diff := cmp.Diff(want, runIDs(runs)); diff != "" {
+			t.Errorf("RunsByRef(%q) mismatch (-want +got):\n%s", ref, diff)
 		}
-		return out
 	}
-	if diff := cmp.Diff([]string{"a", "b"}, ids()); diff != "" {
-		t.Errorf("PRRuns mismatch (-want +got):\n%s", diff)
-	}
-	// A store from before the index (layout 1, without a version): its
-	// runs are indexed when opened.
-	err := db.bdb.Update(func(txn *badger.Txn) error {
-		for _, k := range []string{"runpr/acme/app#7/a", "runpr/acme/app#7/b", "meta/index/runpr", "meta/layout"} {
-			if err := txn.Delete([]byte(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ids()) != 0 {
-		t.Fatal("the index was not removed")
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = newDB(t, dir, Options{SmallMemory: true})
-	if diff := cmp.Diff([]string{"a", "b"}, ids()); diff != "" {
-		t.Errorf("after reopening, PRRuns mismatch (-want +got):\n%s", diff)
+	long := &engine.Run{ID: "f", Trigger: engine.Trigger{Source: "x", Ref: strings.Repeat("r", maxRefLen+1)}}
+	if err := db.CreateRun(ctx, long, nil); err == nil || !strings.Contains(err.Error(), "ref has 1025 bytes") {
+		t.Errorf("CreateRun with a %d-byte ref: err = %v, want it refused", maxRefLen+1, err)
 	}
 }

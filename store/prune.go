@@ -194,8 +194,8 @@ func (db *DB) unlinkRun(ctx context.Context, id string, cutoff time.Time) (bool,
 		if err := txn.Delete(runKey(id)); err != nil {
 			return err
 		}
-		if t := run.Trigger; t.Repo != "" && t.PR != 0 {
-			if err := txn.Delete(append(prIndexPrefix(t.Repo, t.PR), id...)); err != nil {
+		if ref := run.Trigger.Ref; ref != "" {
+			if err := txn.Delete(append(refIndexPrefix(ref), id...)); err != nil {
 				return err
 			}
 		}

@@ -45,7 +45,7 @@ func mustFullRun(t *testing.T, db *DB, clock *settableClock, id string, status e
 	t.Helper()
 	ctx := t.Context()
 	run := &engine.Run{ID: id, Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}}
+		Trigger: engine.Trigger{Source: "github", Ref: "github/acme/app#7"}}
 	if err := db.CreateRun(ctx, run, []engine.Event{{Type: engine.EventRunStarted}}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +182,12 @@ func TestPrune(t *testing.T) {
 			t.Errorf("Prune changed the kept run %s (-before +after):\n%s", id, diff)
 		}
 	}
-	prRuns, err := db.PRRuns(ctx, "acme/app", 7)
+	prRuns, err := db.RunsByRef(ctx, "github/acme/app#7")
 	if err != nil {
-		t.Fatalf("PRRuns after Prune: %v", err)
+		t.Fatalf("RunsByRef after Prune: %v", err)
 	}
 	if diff := cmp.Diff(kept, runIDs(prRuns)); diff != "" {
-		t.Errorf("PRRuns after Prune (-want +got):\n%s", diff)
+		t.Errorf("RunsByRef after Prune (-want +got):\n%s", diff)
 	}
 	// A short number is never handed out again.
 	n, err := db.ShortID(ctx, "github/acme/app#7", "r-kept-recent", "r-kept-recent_agent_async_3")

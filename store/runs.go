@@ -20,6 +20,9 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 	if !engine.ValidRunID(run.ID) {
 		return fmt.Errorf("creating run %q: invalid run id (want [a-z0-9-]{1,64})", run.ID)
 	}
+	if len(run.Trigger.Ref) > maxRefLen {
+		return fmt.Errorf("creating run %s: its trigger's ref has %d bytes, more than %d", run.ID, len(run.Trigger.Ref), maxRefLen)
+	}
 	err := db.update(ctx, true, func(txn *tx) error {
 		if _, err := txn.Get(runKey(run.ID)); err == nil {
 			return engine.ErrRunExists
@@ -37,7 +40,7 @@ func (db *DB) CreateRun(ctx context.Context, run *engine.Run, events []engine.Ev
 		if err := put(txn, runKey(r.ID), &r); err != nil {
 			return err
 		}
-		if err := putPRIndex(txn, &r); err != nil {
+		if err := putRefIndex(txn, &r); err != nil {
 			return err
 		}
 		if err := appendEvents(txn, r.ID, events, now); err != nil {

@@ -23,8 +23,9 @@ import (
 // RunIndex is what the handler reads of runs and their questions.
 type RunIndex interface {
 	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
-	// PRRuns returns the runs started from a pull request.
-	PRRuns(ctx context.Context, repo string, pr int) ([]*engine.Run, error)
+	// RunsByRef returns the runs whose trigger Ref is ref; those of a
+	// pull request have its PRScope.
+	RunsByRef(ctx context.Context, ref string) ([]*engine.Run, error)
 	Interactions(ctx context.Context, runID string) ([]*engine.Interaction, error)
 	Interaction(ctx context.Context, runID, id string) (*engine.Interaction, error)
 	// ShortRef maps a pull request's short question number (Q3) to its
@@ -290,7 +291,7 @@ func (h *Handler) command(ctx context.Context, t Trigger, cfg *repoconfig.Config
 
 // prRuns returns the runs started for t's pull request, newest first.
 func (h *Handler) prRuns(ctx context.Context, t Trigger) ([]*engine.Run, error) {
-	all, err := h.Runs.PRRuns(ctx, t.Owner+"/"+t.Repo, t.PR)
+	all, err := h.Runs.RunsByRef(ctx, PRScope(t.Owner+"/"+t.Repo, t.PR))
 	if err != nil {
 		return nil, err
 	}
@@ -770,9 +771,13 @@ func (h *Handler) active(ctx context.Context, t Trigger, scope string) (active [
 // ended run, unless another of the PR's runs is still active. The relay
 // calls it for each end of a PR run.
 func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
-	owner, repo, _ := strings.Cut(run.Trigger.Repo, "/")
-	t := Trigger{InstallationID: run.Trigger.Installation, Owner: owner, Repo: repo, PR: run.Trigger.PR}
-	scope := PRScope(run.Trigger.Repo, run.Trigger.PR)
+	o, ok := OriginOf(run)
+	if !ok || o.PR == 0 {
+		return nil // not a pull request's run: nothing queues behind it
+	}
+	owner, repo := o.split()
+	t := Trigger{InstallationID: o.Installation, Owner: owner, Repo: repo, PR: o.PR}
+	scope := PRScope(o.Repo, o.PR)
 	defer h.lockPR(scope)()
 	return h.startNext(ctx, t, scope)
 }

@@ -50,12 +50,12 @@ func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error
 	defer f.mu.Unlock()
 	return slices.Clone(f.runs), nil
 }
-func (f *fakeRuns) PRRuns(_ context.Context, repo string, pr int) ([]*engine.Run, error) {
+func (f *fakeRuns) RunsByRef(_ context.Context, ref string) ([]*engine.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*engine.Run
 	for _, r := range f.runs {
-		if strings.EqualFold(r.Trigger.Repo, repo) && r.Trigger.PR == pr {
+		if r.Trigger.Ref == ref {
 			out = append(out, r)
 		}
 	}
@@ -140,7 +140,7 @@ func (f *fakeRuns) Launch(_ context.Context, l Launch) (string, error) {
 	// As engine.Launch does, the run's record is stored before it returns.
 	id := fmt.Sprintf("run-%d", len(f.launches))
 	f.runs = append(f.runs, &engine.Run{ID: id, Workflow: l.Workflow, Status: engine.StatusRunning,
-		Trigger: engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR}})
+		Trigger: Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR}.Trigger("")})
 	return id, nil
 }
 
@@ -173,9 +173,9 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 	now := clock.Now()
 	runs := &fakeRuns{
 		runs: []*engine.Run{
-			{ID: "r1", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}},
-			{ID: "r0", Workflow: "review", Status: engine.StatusFinished, CreatedAt: now.Add(-time.Hour), Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}},
-			{ID: "r2", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: engine.Trigger{Source: "github", Repo: "acme/other", PR: 7}},
+			{ID: "r1", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/app", PR: 7}.Trigger("")},
+			{ID: "r0", Workflow: "review", Status: engine.StatusFinished, CreatedAt: now.Add(-time.Hour), Trigger: Origin{Repo: "acme/app", PR: 7}.Trigger("")},
+			{ID: "r2", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/other", PR: 7}.Trigger("")},
 		},
 		questions: map[string][]*engine.Interaction{
 			"r1": {

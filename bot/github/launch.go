@@ -122,7 +122,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	}
 	_, err = ln.Start(ctx, engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
-		Trigger:  engine.Trigger{Source: "github", Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, Actor: l.Actor, HeadSHA: l.Ref},
+		Trigger:  Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}.Trigger(l.Actor),
 		Channels: []string{"github"},
 		WorkDir:  dir,
 		File:     file,

@@ -97,8 +97,13 @@ func TestLauncher(t *testing.T) {
 	if _, ok := req.Vars["comment_body"]; ok {
 		t.Errorf("an undeclared context var was passed: %v", req.Vars)
 	}
-	want := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, CommentID: 1001, Installation: 42, Actor: "ana", HeadSHA: head}
-	if req.Trigger != want || len(req.Channels) != 1 || req.Channels[0] != "github" {
+	// The engine keeps GitHub's details opaque; the PR is the run's ref.
+	run := &engine.Run{Trigger: req.Trigger}
+	at, ok := OriginOf(run)
+	if want := (Origin{Repo: "acme/app", PR: 7, CommentID: 1001, Installation: 42, HeadSHA: head}); !ok || at != want {
+		t.Errorf("origin = %+v (%t), want %+v", at, ok, want)
+	}
+	if tr := req.Trigger; tr.Source != "github" || tr.Actor != "ana" || tr.Ref != "github/acme/app#7" || len(req.Channels) != 1 || req.Channels[0] != "github" {
 		t.Errorf("trigger %+v channels %v", req.Trigger, req.Channels)
 	}
 	if b, err := os.ReadFile(req.File); err != nil || string(b) != launchWorkflow {

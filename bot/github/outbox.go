@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -133,8 +134,8 @@ func (r *Relay) syncNow(ctx context.Context, runID string) error {
 }
 
 func onPR(run *engine.Run) bool {
-	t := run.Trigger
-	return t.Source == "github" && strings.Contains(t.Repo, "/") && t.PR != 0 && t.Installation != 0
+	o, ok := OriginOf(run)
+	return ok && strings.Contains(o.Repo, "/") && o.PR != 0 && o.Installation != 0
 }
 
 // Wake asks for a look at the outbox now; it never blocks.
@@ -249,8 +250,11 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 // postQuestion numbers a question on its PR, posts its comment and
 // records the comment on the interaction.
 func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.Interaction) error {
-	t := run.Trigger
-	owner, repo, _ := strings.Cut(t.Repo, "/")
+	t, ok := OriginOf(run)
+	if !ok {
+		return fmt.Errorf("run %s was not started from GitHub", run.ID)
+	}
+	owner, repo := t.split()
 	scope := PRScope(t.Repo, t.PR)
 	if _, err := r.Store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
 		return err

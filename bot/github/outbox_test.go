@@ -32,7 +32,7 @@ func TestRelayStatusAndChecks(t *testing.T) {
 	world := newWorld(t)
 	db, fake, e := world.db, world.fake, world.engine(t)
 	ctx := context.Background()
-	trig := engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, Actor: "ana", HeadSHA: "abc1234def"}
+	trig := Origin{Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}.Trigger("ana")
 	ok := compile(t, "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok @team\\\"}'\"\n  output: out\n  publish: report\nworkflow good:\n  entry: t\n  t -> done\n")
 	bad := compile(t, "tool t:\n  command: \"echo broken >&2; exit 3\"\nworkflow bad:\n  entry: t\n  t -> done\n")
 	for _, r := range []struct {
@@ -176,7 +176,7 @@ func TestRelayRetries(t *testing.T) {
 	w := compile(t, "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	// PR 8 does not exist on the fake: every post is a 404.
 	if _, err := world.engine(t).Start(ctx, engine.StartRequest{Workflow: w, RunID: "gone-1", Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 8, Installation: 42}}); err != nil {
+		Trigger: Origin{Repo: "acme/app", PR: 8, Installation: 42}.Trigger("")}); err != nil {
 		t.Fatal(err)
 	}
 	relay := world.relay(t, world.commenter())
@@ -323,7 +323,7 @@ func TestProgressFold(t *testing.T) {
 // createPRRun stores a running run of "review" started from acme/app#7.
 func createPRRun(tb testing.TB, db *store.DB, id string) *engine.Run {
 	run := &engine.Run{ID: id, Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}}
+		Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42, HeadSHA: "abc1234def"}.Trigger("")}
 	if err := db.CreateRun(context.Background(), run, nil); err != nil {
 		tb.Fatal(err)
 	}

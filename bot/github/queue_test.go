@@ -38,7 +38,7 @@ func TestQueueSurvivesCrashBeforeDrop(t *testing.T) {
 		}
 	}
 	// k1's run was launched before the crash, ran, and has just ended.
-	k1 := &engine.Run{ID: RunID("acme", "app", "k1"), Workflow: "review", Status: engine.StatusFinished, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42}}
+	k1 := &engine.Run{ID: RunID("acme", "app", "k1"), Workflow: "review", Status: engine.StatusFinished, Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("")}
 	runs.runs[0].Status = engine.StatusFinished
 	runs.runs = append(runs.runs, k1)
 	h.Actions = existingLaunch{fakeRuns: runs, started: map[string]string{"k1": k1.ID}}

@@ -38,8 +38,8 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 	}
 	since := map[prKey]time.Time{}
 	for _, r := range runs {
-		t := r.Trigger
-		if t.Source != "github" || t.PR == 0 || t.Installation == 0 || r.Status.Terminal() {
+		t, ok := OriginOf(r)
+		if !ok || t.PR == 0 || t.Installation == 0 || r.Status.Terminal() {
 			continue
 		}
 		ixs, err := h.Runs.Interactions(ctx, r.ID)

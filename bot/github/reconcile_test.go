@@ -50,7 +50,7 @@ func TestReconcile(t *testing.T) {
 	})
 	ask := func(runID string, pr int, texts ...string) []*engine.Interaction {
 		run := &engine.Run{ID: runID, Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-			Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: pr, Installation: 42}}
+			Trigger: Origin{Repo: "acme/app", PR: pr, Installation: 42}.Trigger("")}
 		if err := db.CreateRun(ctx, run, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestReconcileSkipsStaleComments(t *testing.T) {
 	fake.Perms["ana"] = "write"
 	fake.PRs[7] = &fakegithub.PR{HeadSHA: "abc"}
 	run := &engine.Run{ID: "r7", Workflow: "review", Status: engine.StatusRunning, Channels: []string{"github"},
-		Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7, Installation: 42}}
+		Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("")}
 	if err := db.CreateRun(ctx, run, nil); err != nil {
 		t.Fatal(err)
 	}

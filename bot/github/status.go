@@ -37,6 +37,7 @@ func questionKey(ixID string) string { return "question-" + ixID }
 // view is what one sync of a run reads from the store.
 type view struct {
 	run     *engine.Run
+	at      Origin // where on GitHub the run was started
 	ixs     []*engine.Interaction
 	done    int      // steps finished
 	current []string // steps executing
@@ -52,6 +53,10 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 		return nil, err
 	}
 	v := &view{run: run}
+	var ok bool
+	if v.at, ok = OriginOf(run); !ok {
+		return nil, fmt.Errorf("run %s was not started from GitHub", runID)
+	}
 	if v.ixs, err = r.Store.Interactions(ctx, runID); err != nil {
 		return nil, err
 	}
@@ -83,7 +88,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 		r.Log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
 		v.snap, _ = engine.ReadSnapshot(nil)
 	}
-	if v.numbers, err = r.Store.ShortIDs(ctx, PRScope(run.Trigger.Repo, run.Trigger.PR), runID); err != nil {
+	if v.numbers, err = r.Store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.PR), runID); err != nil {
 		return nil, err
 	}
 	if v.posts, err = r.Store.RunPosts(ctx, runID); err != nil {
@@ -108,8 +113,8 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 	if err != nil {
 		return err
 	}
-	t := v.run.Trigger
-	owner, repo, _ := strings.Cut(t.Repo, "/")
+	t := v.at
+	owner, repo := t.split()
 	// The status comment first: its address is the check run's details
 	// link and the base of the question links.
 	body := renderStatus(v)
@@ -164,8 +169,8 @@ func (r *Relay) edit(ctx context.Context, v *view, id int64, key, body string) e
 	if same {
 		return nil
 	}
-	t := v.run.Trigger
-	owner, repo, _ := strings.Cut(t.Repo, "/")
+	t := v.at
+	owner, repo := t.split()
 	if err := r.Replies.Edit(ctx, t.Installation, owner, repo, id, key, body); err != nil {
 		return err
 	}
@@ -207,11 +212,11 @@ func checkFor(s engine.Status) CheckState {
 // run that continues after waiting for answers gets a new check run (a
 // new phase) of the same name; GitHub shows the newest.
 func (r *Relay) syncCheck(ctx context.Context, v *view) error {
-	t := v.run.Trigger
+	t := v.at
 	if t.HeadSHA == "" {
 		return nil
 	}
-	owner, repo, _ := strings.Cut(t.Repo, "/")
+	owner, repo := t.split()
 	want := checkFor(v.run.Status)
 	have := v.posts[postCheckState]
 	if v.posts[postCheckRun] != "" && have == want.String() {
@@ -274,7 +279,7 @@ func renderStatus(v *view) string {
 	var b strings.Builder
 	title, icon := statusLook(run.Status)
 	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", icon, run.ID, run.Workflow)
-	if sha := run.Trigger.HeadSHA; sha != "" {
+	if sha := v.at.HeadSHA; sha != "" {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", title)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
+	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
@@ -605,7 +606,7 @@ func TestSweepWorkspaces(t *testing.T) {
 		{"old-paused", engine.StatusPausedWaitingHuman, old, true},
 	}
 	for _, r := range runs {
-		run := &engine.Run{ID: r.id, Status: r.status, Trigger: engine.Trigger{Source: "github", Repo: "acme/app", PR: 7}, CreatedAt: r.at, UpdatedAt: r.at}
+		run := &engine.Run{ID: r.id, Status: r.status, Trigger: ghbot.Origin{Repo: "acme/app", PR: 7}.Trigger(""), CreatedAt: r.at, UpdatedAt: r.at}
 		if err := o.db.CreateRun(context.Background(), run, nil); err != nil {
 			t.Fatal(err)
 		}

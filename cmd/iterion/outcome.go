@@ -211,6 +211,16 @@ func writeShow(w io.Writer, v *runView) {
 		fmt.Fprintf(w, "node: %s, stopped mid-node: it runs again on resume\n", nodeKinds(v.Nodes))
 	}
 	fmt.Fprintf(w, "created: %s, updated: %s\n", v.CreatedAt.Local().Format("2006-01-02 15:04:05"), v.UpdatedAt.Local().Format("2006-01-02 15:04:05"))
+	if t := v.Trigger; t.Source != "" {
+		fmt.Fprintf(w, "started from: %s", termLine(t.Source))
+		if t.Ref != "" {
+			fmt.Fprintf(w, " (%s)", termLine(t.Ref))
+		}
+		if t.Actor != "" {
+			fmt.Fprintf(w, ", by %s", termLine(t.Actor))
+		}
+		fmt.Fprintln(w)
+	}
 	writeNext(w, v)
 	if len(v.order) > 0 {
 		fmt.Fprintln(w, "outputs:")

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -80,6 +82,7 @@ func TestRunsShowPausedForm(t *testing.T) {
 		"run rel-1 paused at node approve, waiting for the answers of rel-1_approve:\n  Approve the release of 2.0?\nfields:\n  approved: bool\n  reason: string\n",
 		"answer with: iterion runs answer rel-1 rel-1_approve approved=… reason=… --store-dir " + st + "\n",
 		"outputs:\n  prep:\n    v: 2.0\n",
+		"\nstarted from: cli\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("runs show lacks %q:\n%s", want, out)
@@ -181,6 +184,26 @@ func TestHostileOutputCannotRewriteTheTerminal(t *testing.T) {
 	var art map[string]any
 	if err := json.Unmarshal([]byte(printed["runs artifact json"]), &art); err != nil || art["summary"] != hostile {
 		t.Errorf("runs artifact --json decodes to %q (%v), want the agent's text", art["summary"], err)
+	}
+}
+
+// runs show says where a run was started: the channel, its place there
+// (the ref the channel gave it) and who started it.
+func TestRunsShowWhereItStarted(t *testing.T) {
+	st := filepath.Join(t.TempDir(), "st")
+	o, err := becomeOwner(st, "test", engine.Options{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &engine.Run{ID: "gh-1", Workflow: "review", Status: engine.StatusFinished,
+		Trigger: ghbot.Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("ana")}
+	if err := o.db.CreateRun(t.Context(), run, nil); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	code, out, errOut := runCLI(t, "runs", "show", "gh-1", "--store-dir", st)
+	if want := "\nstarted from: github (github/acme/app#7), by ana\n"; code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("runs show: exit %d, lacks %q:\n%s%s", code, want, out, errOut)
 	}
 }
 

@@ -1,0 +1,51 @@
+package github
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// Origin is where on GitHub a run was started. The engine keeps it as the
+// run's trigger Details without reading it, and the runs of a pull
+// request carry the PR's PRScope as their trigger Ref, by which the store
+// indexes them. These names are also those the store's layout 3
+// migration gives the details it moves out of older run records.
+type Origin struct {
+	Repo         string `json:"repo,omitempty"` // owner/name
+	PR           int    `json:"pr,omitempty"`
+	CommentID    int64  `json:"comment_id,omitempty"`
+	Installation int64  `json:"installation,omitempty"`
+	HeadSHA      string `json:"head_sha,omitempty"`
+}
+
+// Trigger is the engine trigger of a run started at o by actor.
+func (o Origin) Trigger(actor string) engine.Trigger {
+	details, _ := json.Marshal(o) // cannot fail: strings and numbers
+	t := engine.Trigger{Source: "github", Actor: actor, Details: details}
+	if o.Repo != "" && o.PR != 0 {
+		t.Ref = PRScope(o.Repo, o.PR)
+	}
+	return t
+}
+
+// split returns the owner and the name of o's repository.
+func (o Origin) split() (owner, repo string) {
+	owner, repo, _ = strings.Cut(o.Repo, "/")
+	return owner, repo
+}
+
+// OriginOf returns where on GitHub run was started. It is false for a
+// run that GitHub did not start, and for details it cannot read (a run
+// record written by a newer iterion), which the bot then leaves alone.
+func OriginOf(run *engine.Run) (Origin, bool) {
+	var o Origin
+	if run.Trigger.Source != "github" || len(run.Trigger.Details) == 0 {
+		return o, false
+	}
+	if err := json.Unmarshal(run.Trigger.Details, &o); err != nil {
+		return Origin{}, false
+	}
+	return o, true
+}
