@@ -4,43 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// Delivery is an inbound event from a channel (a GitHub webhook, a Slack
-// event), stored before it is acknowledged so that nothing acknowledged is
-// lost, and keyed by its channel's id so that a redelivery has no second
-// effect.
-type Delivery struct {
-	// Source names the channel and, where ids are only unique within it,
-	// the sender: "github/<app id>", "slack/<team>".
-	Source string `json:"source"`
-	// ID is the channel's delivery id (X-GitHub-Delivery, event_id).
-	ID string `json:"id"`
-	// Event is the event type (X-GitHub-Event).
-	Event   string `json:"event"`
-	Payload []byte `json:"payload"`
-	// State is received until a worker has handled it, then done or failed.
-	State    string `json:"state"`
-	Error    string `json:"error,omitempty"`
-	Attempts int    `json:"attempts"`
-	// NextAt, when set, holds a delivery GitHub asked us to retry later
-	// back from the workers until then.
-	NextAt     time.Time `json:"next_at,omitzero"`
-	ReceivedAt time.Time `json:"received_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
+// Delivery, QueuedLaunch and their states are the bot's contract types
+// (bot/delivery), named here too for the store's callers.
+type (
+	Delivery     = delivery.Delivery
+	QueuedLaunch = delivery.QueuedLaunch
+)
 
 // Delivery states.
 const (
-	DeliveryReceived = "received"
-	DeliveryDone     = "done"
-	DeliveryFailed   = "failed"
+	DeliveryReceived = delivery.Received
+	DeliveryDone     = delivery.Done
+	DeliveryFailed   = delivery.Failed
 )
 
 // deliveryTTL is how long a handled delivery is kept to recognise a
@@ -48,6 +32,27 @@ const (
 const deliveryTTL = 7 * 24 * time.Hour
 
 func deliveryKey(source, id string) []byte { return []byte("dlv/" + source + "/" + id) }
+
+// dlvPendingPrefix is the index of the deliveries still to handle, in the
+// order received: dlvpend/<received, unix ns>/<source>/<id>. Listing and
+// counting them read it alone, so their cost follows the backlog, not the
+// week of handled deliveries kept beside it.
+var dlvPendingPrefix = []byte("dlvpend/")
+
+func dlvPendingKey(d *Delivery) []byte {
+	return []byte("dlvpend/" + pad(d.ReceivedAt.UnixNano()) + "/" + d.Source + "/" + d.ID)
+}
+
+// pendingRef is the value of a dlvpend/ key.
+type pendingRef struct {
+	Source string    `json:"source"`
+	ID     string    `json:"id"`
+	NextAt time.Time `json:"next_at,omitzero"`
+}
+
+func putPendingDelivery(txn *tx, d *Delivery) error {
+	return put(txn, dlvPendingKey(d), pendingRef{Source: d.Source, ID: d.ID, NextAt: d.NextAt})
+}
 
 // RecordDelivery stores a new delivery, synced, and reports whether it was
 // new: false means the same source and id were already recorded (a
@@ -69,7 +74,10 @@ func (db *DB) RecordDelivery(ctx context.Context, d Delivery) (bool, error) {
 		now := db.now()
 		d.State, d.ReceivedAt, d.UpdatedAt = DeliveryReceived, now, now
 		fresh = true
-		return put(txn, deliveryKey(d.Source, d.ID), &d)
+		if err := put(txn, deliveryKey(d.Source, d.ID), &d); err != nil {
+			return err
+		}
+		return putPendingDelivery(txn, &d)
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording delivery %s/%s: %w", d.Source, d.ID, err)
@@ -84,21 +92,69 @@ func (db *DB) PendingDeliveries(ctx context.Context, limit int) ([]Delivery, err
 	var out []Delivery
 	now := db.now()
 	err := db.view(ctx, func(txn *tx) error {
-		return scan(txn, []byte("dlv/"), nil, func(_ []byte, d *Delivery) (bool, error) {
-			if d.State == DeliveryReceived && !d.NextAt.After(now) {
-				out = append(out, *d)
+		out = nil
+		return scan(txn, dlvPendingPrefix, nil, func(_ []byte, ref *pendingRef) (bool, error) {
+			if ref.NextAt.After(now) {
+				return true, nil
 			}
-			return true, nil
+			var d Delivery
+			if err := get(txn, deliveryKey(ref.Source, ref.ID), &d); err != nil {
+				return false, err
+			}
+			out = append(out, d)
+			return limit <= 0 || len(out) < limit, nil
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing pending deliveries: %w", err)
 	}
-	slices.SortStableFunc(out, func(a, b Delivery) int { return a.ReceivedAt.Compare(b.ReceivedAt) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
 	return out, nil
+}
+
+// DeliveryBacklog counts the deliveries still to handle, due and
+// postponed, reading the pending index alone.
+func (db *DB) DeliveryBacklog(ctx context.Context) (delivery.Backlog, error) {
+	var b delivery.Backlog
+	now := db.now()
+	err := db.view(ctx, func(txn *tx) error {
+		b = delivery.Backlog{}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: dlvPendingPrefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(dlvPendingPrefix); it.ValidForPrefix(dlvPendingPrefix); it.Next() {
+			item := it.Item()
+			var ref pendingRef
+			if err := item.Value(func(v []byte) error { return decode(item.Key(), v, &ref) }); err != nil {
+				return err
+			}
+			if ref.NextAt.After(now) {
+				b.Postponed++
+			} else {
+				b.Due++
+			}
+			if b.Oldest.IsZero() {
+				// The index is in received order: the first is the oldest.
+				ns, err := receivedOf(item.Key())
+				if err != nil {
+					return err
+				}
+				b.Oldest = time.Unix(0, ns).UTC()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return delivery.Backlog{}, fmt.Errorf("counting pending deliveries: %w", err)
+	}
+	return b, nil
+}
+
+// receivedOf reads the received time out of a dlvpend/ key.
+func receivedOf(key []byte) (int64, error) {
+	rest := key[len(dlvPendingPrefix):]
+	if len(rest) < 21 || rest[20] != '/' {
+		return 0, fmt.Errorf("malformed pending-delivery key %q", key)
+	}
+	return strconv.ParseInt(string(rest[:20]), 10, 64)
 }
 
 // FinishDelivery records the outcome of handling a delivery: done, or
@@ -110,9 +166,14 @@ func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr e
 		if err := get(txn, deliveryKey(source, id), &d); err != nil {
 			return err
 		}
+		if d.State == DeliveryReceived {
+			if err := txn.Delete(dlvPendingKey(&d)); err != nil {
+				return err
+			}
+		}
 		d.Attempts++
 		d.UpdatedAt = db.now()
-		d.State, d.Error = DeliveryDone, ""
+		d.State, d.Error, d.Payload, d.NextAt = DeliveryDone, "", nil, time.Time{}
 		if handleErr != nil {
 			d.State, d.Error = DeliveryFailed, handleErr.Error()
 		}
@@ -137,13 +198,19 @@ func (db *DB) RetryDelivery(ctx context.Context, source, id string, next time.Ti
 		if err := get(txn, deliveryKey(source, id), &d); err != nil {
 			return err
 		}
+		if d.State != DeliveryReceived {
+			return fmt.Errorf("it is already %s", d.State)
+		}
 		d.Attempts++
 		d.UpdatedAt = db.now()
 		d.NextAt = next.UTC()
 		if handleErr != nil {
 			d.Error = handleErr.Error()
 		}
-		return put(txn, deliveryKey(source, id), &d)
+		if err := put(txn, deliveryKey(source, id), &d); err != nil {
+			return err
+		}
+		return putPendingDelivery(txn, &d)
 	})
 	if err != nil {
 		return fmt.Errorf("postponing delivery %s/%s: %w", source, id, err)

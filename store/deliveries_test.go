@@ -1,91 +1,133 @@
 package store
 
 import (
-	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
+	"fmt"
 	"testing"
 	"time"
 
-	"github.com/iterion-bot/iterion/engine"
+	"github.com/dgraph-io/badger/v4"
 )
 
-func TestDeliveries(t *testing.T) {
-	db, err := Open(t.TempDir(), Options{SmallMemory: true})
+// rawDelivery reads a delivery's record and its expiry as stored.
+func rawDelivery(t *testing.T, db *DB, source, id string) (Delivery, uint64) {
+	t.Helper()
+	var d Delivery
+	var expires uint64
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(deliveryKey(source, id))
+		if err != nil {
+			return err
+		}
+		expires = item.ExpiresAt()
+		return item.Value(func(v []byte) error { return decode(item.Key(), v, &d) })
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	ctx := context.Background()
-	d := Delivery{Source: "github/1", ID: "abc", Event: "issue_comment", Payload: []byte(`{"x":1}`)}
+	return d, expires
+}
 
-	// Twenty concurrent redeliveries of one id: exactly one is new.
-	var fresh atomic.Int32
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			ok, err := db.RecordDelivery(ctx, d)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				fresh.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if fresh.Load() != 1 {
-		t.Fatalf("%d deliveries recorded as new, want 1", fresh.Load())
-	}
-	if ok, _ := db.RecordDelivery(ctx, Delivery{Source: "github/2", ID: "abc", Event: "push"}); !ok {
-		t.Error("the same id from another source is a different delivery")
-	}
-	pending, err := db.PendingDeliveries(ctx, 0)
-	if err != nil || len(pending) != 2 || pending[0].ID != "abc" || string(pending[0].Payload) != `{"x":1}` {
-		t.Fatalf("pending = %+v, %v", pending, err)
-	}
-	if err := db.FinishDelivery(ctx, "github/1", "abc", nil); err != nil {
+// countKeys counts the keys under prefix.
+func countKeys(t *testing.T, db *DB, prefix string) int {
+	t.Helper()
+	n := 0
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		n = len(keysUnder(&tx{Txn: txn}, []byte(prefix), 1<<20))
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDelivery(ctx, "github/2", "abc", errors.New("boom")); err != nil {
+	return n
+}
+
+// A handled delivery keeps no payload and expires; the pending index
+// holds only the deliveries still to handle.
+func TestHandledDeliveryDropsItsPayload(t *testing.T) {
+	ctx := t.Context()
+	db := newDB(t, "", Options{SmallMemory: true})
+	for _, id := range []string{"done", "failed", "later", "left"} {
+		if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1", ID: id, Event: "push", Payload: []byte(`{"big":"payload"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishDelivery(ctx, "github/1", "done", nil); err != nil {
 		t.Fatal(err)
 	}
-	if pending, _ := db.PendingDeliveries(ctx, 0); len(pending) != 0 {
-		t.Errorf("handled deliveries still pending: %+v", pending)
+	if err := db.FinishDelivery(ctx, "github/1", "failed", errors.New("boom")); err != nil {
+		t.Fatal(err)
 	}
-	if ok, _ := db.RecordDelivery(ctx, d); ok {
-		t.Error("a redelivery of a handled delivery was recorded again")
+	if err := db.RetryDelivery(ctx, "github/1", "later", time.Now().Add(time.Hour), nil); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1"}); err == nil {
-		t.Error("a delivery without id was accepted")
+	for _, id := range []string{"done", "failed"} {
+		d, expires := rawDelivery(t, db, "github/1", id)
+		if d.Payload != nil || expires == 0 {
+			t.Errorf("handled delivery %s: payload %q, expiry %d; want none and set", id, d.Payload, expires)
+		}
+	}
+	if d, _ := rawDelivery(t, db, "github/1", "later"); string(d.Payload) != `{"big":"payload"}` {
+		t.Errorf("postponed delivery lost its payload: %q", d.Payload)
+	}
+	if n := countKeys(t, db, "dlvpend/"); n != 2 {
+		t.Errorf("%d pending-index entries, want 2 (later, left)", n)
+	}
+	if err := db.RetryDelivery(ctx, "github/1", "done", time.Now(), nil); err == nil {
+		t.Error("postponing a handled delivery: no error")
 	}
 }
 
-func TestRetryDelivery(t *testing.T) {
-	db, err := Open(t.TempDir(), Options{SmallMemory: true})
+// A store of layout 3 has deliveries without the pending index: opening
+// it indexes those still received and drops the payloads of the others,
+// keeping their expiry.
+func TestDeliveriesIndexedByMigration(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	const n = 1200 // more than a batch
+	for i := range n {
+		if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1", ID: fmt.Sprint(i), Event: "push", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As layout 3 left them: handled ones with their payload.
+	err := db.bdb.Update(func(txn *badger.Txn) error {
+		keys := keysUnder(&tx{Txn: txn}, dlvPendingPrefix, 1<<20)
+		for _, k := range keys {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	ctx := context.Background()
-	if _, err := db.RecordDelivery(ctx, Delivery{Source: "github/1", ID: "r", Event: "issue_comment"}); err != nil {
-		t.Fatal(err)
+	for i := range n / 2 {
+		key := deliveryKey("github/1", fmt.Sprint(i))
+		err := db.bdb.Update(func(txn *badger.Txn) error {
+			d := Delivery{Source: "github/1", ID: fmt.Sprint(i), Event: "push", Payload: []byte("{}"), State: DeliveryDone}
+			b, err := encode(&d)
+			if err != nil {
+				return err
+			}
+			return txn.SetEntry(badger.NewEntry(key, b).WithTTL(deliveryTTL))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := db.RetryDelivery(ctx, "github/1", "r", time.Now().Add(time.Hour), errors.New("rate limited")); err != nil {
-		t.Fatal(err)
+	setStoredLayout(t, db, 3)
+	closeDB(t, db)
+
+	db = newDB(t, dir, Options{SmallMemory: true})
+	pending, err := db.PendingDeliveries(ctx, 0)
+	if err != nil || len(pending) != n/2 {
+		t.Fatalf("%d pending after migrating, %v; want %d", len(pending), err, n/2)
 	}
-	if p, _ := db.PendingDeliveries(ctx, 0); len(p) != 0 {
-		t.Fatalf("a postponed delivery is pending before its time: %+v", p)
-	}
-	if err := db.RetryDelivery(ctx, "github/1", "r", time.Now().Add(-time.Second), errors.New("rate limited again")); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := db.PendingDeliveries(ctx, 0)
-	if len(p) != 1 || p[0].Attempts != 2 || p[0].Error != "rate limited again" {
-		t.Fatalf("due delivery = %+v, want pending after 2 attempts with the last error", p)
-	}
-	if err := db.RetryDelivery(ctx, "github/1", "missing", time.Now(), nil); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("postponing an unknown delivery: %v", err)
+	d, expires := rawDelivery(t, db, "github/1", "0")
+	if d.Payload != nil || expires == 0 || d.State != DeliveryDone {
+		t.Errorf("a handled delivery after migrating: %+v, expiry %d; want no payload, its expiry kept", d, expires)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store/storetest"
 )
 
 // fakeDisk is a filesystem whose free space the test sets, and a clock
@@ -160,8 +161,8 @@ func TestWritesRefusedWhenDiskFull(t *testing.T) {
 	ctx := t.Context()
 	d := newFakeDisk(1 << 30)
 	db := newDB(t, t.TempDir(), d.options())
-	run := mustCreateRun(t, db, "r-full", 0, "github")
-	ix := mustPost(t, db, run, "agent", "Which database?")
+	run := storetest.MustCreateRun(t, db, "r-full", 0, "github")
+	ix := storetest.MustPost(t, db, run, "agent", "Which database?")
 	before := takeSnapshot(t, db, run.ID)
 
 	d.set(50 << 20) // below the reserve, above a quarter of it
@@ -225,7 +226,7 @@ func TestOpenReadOnlyWhenDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	d := newFakeDisk(1 << 30)
 	db := newDB(t, dir, d.options())
-	mustCreateRun(t, db, "r-1", 0)
+	storetest.MustCreateRun(t, db, "r-1", 0)
 	closeDB(t, db)
 
 	d.set(1 << 20)

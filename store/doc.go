@@ -32,7 +32,10 @@
 //	short/<scope>/n/<n>                the interaction numbered n
 //	short/<scope>/ix/<run>/<ix>        the number of an interaction
 //	launchq/<scope>/...                launches waiting for their scope's active run
-//	dlv/<source>/<id>                  inbound delivery (a webhook), kept a week once handled
+//	dlv/<source>/<id>                  inbound delivery (a webhook), kept a week once handled,
+//	                                   without its payload
+//	dlvpend/<received>/<source>/<id>   index of the deliveries still to handle, oldest first
+//	                                   (received in unix ns), with their postponement
 //	prune/<run>                        a run being removed (see Prune)
 //	meta/layout                        the layout version (below)
 //
@@ -79,11 +82,13 @@
 // at the current version. To change the layout, append a step to
 // migrations.
 //
-//	1  the first layout: everything above but meta/layout, prune/ and runref/
+//	1  the first layout: everything above but meta/layout, prune/, runref/ and dlvpend/
 //	2  meta/layout; the runs of pull requests indexed (runpr/), which
 //	   layout 1 did at every open, marked by meta/index/runpr
 //	3  GitHub's details leave the run's trigger for its channel Ref and
 //	   Details; runs are indexed by Ref (runref/), and runpr/ is gone
+//	4  the deliveries still to handle indexed (dlvpend/); handled ones
+//	   keep no payload
 //
 // # Memory
 //

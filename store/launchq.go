@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -19,14 +18,6 @@ func launchqKey(scope string, seq int64) []byte {
 }
 func launchqByKey(scope, key string) []byte { return []byte("launchq/" + scope + "/k/" + key) }
 func launchqCounter(scope string) []byte    { return []byte("launchq/" + scope + "/next") }
-
-// QueuedLaunch is a run waiting for its turn.
-type QueuedLaunch struct {
-	Key      string    `json:"key"`
-	Payload  []byte    `json:"payload"`
-	QueuedAt time.Time `json:"queued_at"`
-	Seq      int64     `json:"seq"`
-}
 
 // QueueLaunch appends a launch to scope's queue, synced, once per key,
 // and returns its 1-based position.

@@ -47,6 +47,7 @@ type migration struct {
 var migrations = []migration{
 	{"index the runs of pull requests (runpr/)", migrateIndexPRRuns},
 	{"move GitHub's trigger details into the channel's ref and details (runref/)", migrateChannelRefs},
+	{"index the pending deliveries (dlvpend/) and drop the payloads of handled ones", migrateDeliveryIndex},
 }
 
 // layoutOf is the layout version of a store after steps.
@@ -241,4 +242,61 @@ func migrateChannelRefs(ctx context.Context, db *DB) error {
 		return err
 	}
 	return db.deletePrefix(ctx, []byte("runpr/"))
+}
+
+// Version 3 to 4: the pending deliveries indexed.
+
+// migrateDeliveryIndex indexes every delivery still received, and drops
+// the payload of those handled, keeping their expiry. Both are idempotent.
+func migrateDeliveryIndex(ctx context.Context, db *DB) error {
+	prefix := []byte("dlv/")
+	var from []byte
+	for {
+		var next []byte
+		err := db.update(ctx, false, func(txn *tx) error {
+			next = nil
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+			defer it.Close()
+			if from == nil {
+				from = prefix
+			}
+			n := 0
+			for it.Seek(from); it.ValidForPrefix(prefix); it.Next() {
+				item := it.Item()
+				if n == batchSize || txn.written >= migrationTxnBytes {
+					next = item.KeyCopy(nil)
+					return nil
+				}
+				n++
+				key := item.KeyCopy(nil)
+				var d Delivery
+				if err := item.Value(func(v []byte) error { return decode(key, v, &d) }); err != nil {
+					return err
+				}
+				switch {
+				case d.State == DeliveryReceived:
+					if err := putPendingDelivery(txn, &d); err != nil {
+						return err
+					}
+				case d.Payload != nil:
+					d.Payload = nil
+					b, err := encode(&d)
+					if err != nil {
+						return err
+					}
+					e := badger.NewEntry(key, b)
+					e.ExpiresAt = item.ExpiresAt()
+					if err := txn.SetEntry(e); err != nil {
+						return err
+					}
+					txn.written += int64(len(key) + len(b))
+				}
+			}
+			return nil
+		})
+		if err != nil || next == nil {
+			return err
+		}
+		from = next
+	}
 }

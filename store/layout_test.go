@@ -11,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store/storetest"
 )
 
 // storedLayout reads the layout version stored in db, 0 when none.
@@ -92,7 +93,7 @@ func TestNewStoreGetsCurrentLayout(t *testing.T) {
 func TestVersion1Migrated(t *testing.T) {
 	dir := t.TempDir()
 	db := newDB(t, dir, Options{SmallMemory: true})
-	mustCreateRun(t, db, "r-old", 0)
+	storetest.MustCreateRun(t, db, "r-old", 0)
 	setStoredLayout(t, db, 0)
 	closeDB(t, db)
 
@@ -120,7 +121,7 @@ func TestVersion1Migrated(t *testing.T) {
 func TestInterruptedMigrationRunsAgain(t *testing.T) {
 	dir := t.TempDir()
 	db := newDB(t, dir, Options{SmallMemory: true})
-	mustCreateRun(t, db, "r-old", 0)
+	storetest.MustCreateRun(t, db, "r-old", 0)
 	setStoredLayout(t, db, 0)
 	closeDB(t, db)
 
@@ -154,7 +155,7 @@ func TestInterruptedMigrationRunsAgain(t *testing.T) {
 func TestNewerLayoutRefused(t *testing.T) {
 	dir := t.TempDir()
 	db := newDB(t, dir, Options{SmallMemory: true})
-	mustCreateRun(t, db, "r-new", 0)
+	storetest.MustCreateRun(t, db, "r-new", 0)
 	setStoredLayout(t, db, LayoutVersion()+1)
 	closeDB(t, db)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store/storetest"
 )
 
 // settableClock is a store clock the test moves.
@@ -49,9 +50,9 @@ func mustFullRun(t *testing.T, db *DB, clock *settableClock, id string, status e
 	if err := db.CreateRun(ctx, run, []engine.Event{{Type: engine.EventRunStarted}}); err != nil {
 		t.Fatal(err)
 	}
-	answered := mustPost(t, db, run, "agent", "Which database?")
-	pending := mustPost(t, db, run, "agent", "Which port?")
-	mustAnswer(t, db, id, answered.ID, "PostgreSQL", "alice")
+	answered := storetest.MustPost(t, db, run, "agent", "Which database?")
+	pending := storetest.MustPost(t, db, run, "agent", "Which port?")
+	storetest.MustAnswer(t, db, id, answered.ID, "PostgreSQL", "alice")
 	for i, ix := range []*engine.Interaction{answered, pending} {
 		if err := db.RecordPost(ctx, id, ix.ID, "github", fmt.Sprintf("%s-comment-%d", id, i)); err != nil {
 			t.Fatal(err)
@@ -66,7 +67,7 @@ func mustFullRun(t *testing.T, db *DB, clock *settableClock, id string, status e
 	if _, err := db.DrainInbox(ctx, id, ""); err != nil {
 		t.Fatal(err)
 	}
-	mustCommit(t, db, engine.Change{RunID: id, Status: status, Checkpoint: []byte(`{"node":"agent"}`),
+	storetest.MustCommit(t, db, engine.Change{RunID: id, Status: status, Checkpoint: []byte(`{"node":"agent"}`),
 		History: []engine.HistoryEntry{{Series: "agent", Index: 0, Data: []byte(`{"text":"kept as an entry"}`)}},
 		Events:  []engine.Event{{Type: engine.EventNodeFinished, NodeID: "agent"}}, Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}})
 	if keepOutbox {
@@ -228,15 +229,15 @@ func TestPruneLongRun(t *testing.T) {
 	ctx := t.Context()
 	clock := &settableClock{now: pruneT0}
 	db := newDB(t, t.TempDir(), Options{SmallMemory: true, Clock: clock.Now})
-	mustCreateRun(t, db, "r-long", 0)
+	storetest.MustCreateRun(t, db, "r-long", 0)
 	for range 6 {
 		events := make([]engine.Event, 1000)
 		for i := range events {
 			events[i] = engine.Event{Type: engine.EventNodeFinished, NodeID: "loop"}
 		}
-		mustCommit(t, db, engine.Change{RunID: "r-long", Events: events})
+		storetest.MustCommit(t, db, engine.Change{RunID: "r-long", Events: events})
 	}
-	mustCommit(t, db, engine.Change{RunID: "r-long", Status: engine.StatusFinished})
+	storetest.MustCommit(t, db, engine.Change{RunID: "r-long", Status: engine.StatusFinished})
 	gone, err := db.Prune(ctx, pruneT0.Add(time.Hour), nil)
 	if err != nil || len(gone) != 1 {
 		t.Fatalf("Prune: removed %v, err=%v; want r-long", runIDs(gone), err)

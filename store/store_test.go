@@ -18,6 +18,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/store/storetest"
 )
 
 // newDB opens a store that is closed when the test ends: in dir, or in
@@ -47,12 +48,18 @@ func TestConformance(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			RunConformance(t, func(t *testing.T) engine.Store {
+			open := func(t *testing.T) *DB {
 				dir := ""
 				if tc.onDisk {
 					dir = t.TempDir()
 				}
 				return newDB(t, dir, Options{SmallMemory: true})
+			}
+			t.Run("engine", func(t *testing.T) {
+				storetest.RunEngine(t, func(t *testing.T) engine.Store { return open(t) })
+			})
+			t.Run("bot", func(t *testing.T) {
+				storetest.RunBot(t, func(t *testing.T) storetest.BotStore { return open(t) })
 			})
 		})
 	}

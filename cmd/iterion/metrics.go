@@ -21,6 +21,7 @@ type storeCollector struct {
 	db                       *store.DB
 	log                      *slog.Logger
 	runs, deliveries, outbox *prometheus.Desc
+	postponed, oldest        *prometheus.Desc
 }
 
 func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
@@ -28,7 +29,9 @@ func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
 		db:         db,
 		log:        log,
 		runs:       prometheus.NewDesc("iterion_runs", "Runs in the store, by status.", []string{"status"}, nil),
-		deliveries: prometheus.NewDesc("iterion_deliveries_pending", "Webhook deliveries stored and not yet handled.", nil, nil),
+		deliveries: prometheus.NewDesc("iterion_deliveries_pending", "Deliveries (webhooks) stored and not yet handled, postponed ones included.", nil, nil),
+		postponed:  prometheus.NewDesc("iterion_deliveries_postponed", "Deliveries waiting for the time their channel gave (a rate limit).", nil, nil),
+		oldest:     prometheus.NewDesc("iterion_deliveries_oldest_age_seconds", "Age of the oldest delivery not yet handled; 0 when none.", nil, nil),
 		outbox:     prometheus.NewDesc("iterion_outbox_rows", "Side effects (PR comments) not yet performed.", nil, nil),
 	}
 }
@@ -36,6 +39,8 @@ func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.runs
 	ch <- c.deliveries
+	ch <- c.postponed
+	ch <- c.oldest
 	ch <- c.outbox
 }
 
@@ -55,8 +60,16 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		engine.StatusFailed, engine.StatusFailedResumable, engine.StatusCancelled} {
 		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(count[s]), string(s))
 	}
-	if pending, err := c.db.PendingDeliveries(ctx, 0); err == nil {
-		ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(len(pending)))
+	if b, err := c.db.DeliveryBacklog(ctx); err == nil {
+		age := 0.0
+		if !b.Oldest.IsZero() {
+			age = max(time.Since(b.Oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(b.Due+b.Postponed))
+		ch <- prometheus.MustNewConstMetric(c.postponed, prometheus.GaugeValue, float64(b.Postponed))
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+	} else {
+		c.log.Error("metrics: counting pending deliveries failed", "err", err)
 	}
 	if rows, err := c.db.DueOutbox(ctx, time.Now().Add(100*365*24*time.Hour), 0); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.outbox, prometheus.GaugeValue, float64(len(rows)))

@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // writes none, and from and limit page through a series.
 func testHistory(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-history", 0)
+	run := MustCreateRun(t, s, "r-history", 0)
 	entry := func(series string, i int) engine.HistoryEntry {
 		return engine.HistoryEntry{Series: series, Index: i, Data: json.RawMessage(fmt.Sprintf(`{"series":%q,"i":%d}`, series, i))}
 	}
@@ -25,9 +25,9 @@ func testHistory(t *testing.T, s engine.Store) {
 	}
 	// "a/b" must not be read as part of series "a", nor "outputs.nn" of "outputs.n".
 	first = append(first, entry("artifacts.a", 0), entry("artifacts.a/b", 0), entry("outputs.nn", 0))
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, History: first})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, History: first})
 	replaced := engine.HistoryEntry{Series: "outputs.n", Index: 1, Data: json.RawMessage(`{"replaced":true}`)}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, History: []engine.HistoryEntry{replaced}})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, History: []engine.HistoryEntry{replaced}})
 	if err := s.Commit(ctx, engine.Change{RunID: run.ID, Generation: run.Generation - 1, History: []engine.HistoryEntry{entry("outputs.n", 3)}}); !errors.Is(err, engine.ErrStaleOwner) {
 		t.Fatalf("stale Commit: err=%v, want ErrStaleOwner", err)
 	}

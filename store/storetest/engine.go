@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"github.com/iterion-bot/iterion/engine"
 )
 
-// RunConformance checks that a store implements the contract of
+// RunEngine checks that a store implements the contract of
 // engine.Store: every intent, one winner among concurrent answers, async
 // ids that are never reused, node-scoped FIFO inboxes, per-run event
 // sequences, the owner lease, and the outbox. Every implementation (this
@@ -24,7 +24,7 @@ import (
 // t.Cleanup. The subtests run in parallel, so open must be safe to call
 // concurrently. The suite does not depend on the store's clock: where order
 // by time matters it gives the times itself.
-func RunConformance(t *testing.T, open func(t *testing.T) engine.Store) {
+func RunEngine(t *testing.T, open func(t *testing.T) engine.Store) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s engine.Store)
@@ -70,9 +70,9 @@ const noLimit = 1 << 20
 
 func suiteTime(hours int) time.Time { return suiteT0.Add(time.Duration(hours) * time.Hour) }
 
-// mustCreateRun creates a running run created at suiteT0 (plus hours) with the given
+// MustCreateRun creates a running run created at suiteT0 (plus hours) with the given
 // channels and returns it as stored.
-func mustCreateRun(t testing.TB, s engine.Store, id string, hours int, channels ...string) *engine.Run {
+func MustCreateRun(t testing.TB, s engine.Store, id string, hours int, channels ...string) *engine.Run {
 	t.Helper()
 	run := &engine.Run{
 		ID:           id,
@@ -94,8 +94,8 @@ func mustCreateRun(t testing.TB, s engine.Store, id string, hours int, channels 
 	return got
 }
 
-// mustPost posts the async question text for node.
-func mustPost(t testing.TB, s engine.Store, run *engine.Run, node, text string) *engine.Interaction {
+// MustPost posts the async question text for node.
+func MustPost(t testing.TB, s engine.Store, run *engine.Run, node, text string) *engine.Interaction {
 	t.Helper()
 	ix, err := s.PostQuestion(t.Context(), engine.PostRequest{
 		RunID:      run.ID,
@@ -109,8 +109,8 @@ func mustPost(t testing.TB, s engine.Store, run *engine.Run, node, text string) 
 	return ix
 }
 
-// mustAnswer answers a question.
-func mustAnswer(t testing.TB, s engine.Store, runID, id, text, by string) *engine.AnswerResult {
+// MustAnswer answers a question.
+func MustAnswer(t testing.TB, s engine.Store, runID, id, text, by string) *engine.AnswerResult {
 	t.Helper()
 	res, err := s.Answer(t.Context(), engine.AnswerRequest{RunID: runID, InteractionID: id, Text: text, By: by, Via: "cli"})
 	if err != nil {
@@ -119,8 +119,8 @@ func mustAnswer(t testing.TB, s engine.Store, runID, id, text, by string) *engin
 	return res
 }
 
-// mustCommit commits c.
-func mustCommit(t testing.TB, s engine.Store, c engine.Change) {
+// MustCommit commits c.
+func MustCommit(t testing.TB, s engine.Store, c engine.Change) {
 	t.Helper()
 	if err := s.Commit(t.Context(), c); err != nil {
 		t.Fatalf("Commit(%s): %v", c.RunID, err)
@@ -256,7 +256,7 @@ func testRuns(t *testing.T, s engine.Store) {
 
 func testAcquire(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-lease", 0)
+	run := MustCreateRun(t, s, "r-lease", 0)
 	first, err := s.Acquire(ctx, run.ID, "server-a")
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -314,12 +314,12 @@ func testAcquire(t *testing.T, s engine.Store) {
 	if len(pending) != 0 {
 		t.Errorf("refused PostQuestion left pending questions %v", interactionIDs(pending))
 	}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: second.Generation, Status: engine.StatusFinished})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: second.Generation, Status: engine.StatusFinished})
 }
 
 func testCommitStatus(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-status", 0)
+	run := MustCreateRun(t, s, "r-status", 0)
 	steps := []struct {
 		name         string
 		change       engine.Change
@@ -364,7 +364,7 @@ func testCommitStatus(t *testing.T, s engine.Store) {
 	for _, step := range steps {
 		step.change.RunID = run.ID
 		step.change.Generation = run.Generation
-		mustCommit(t, s, step.change)
+		MustCommit(t, s, step.change)
 		got, err := s.Run(ctx, run.ID)
 		if err != nil {
 			t.Fatalf("%s: Run: %v", step.name, err)
@@ -386,7 +386,7 @@ func testCommitStatus(t *testing.T, s engine.Store) {
 // first reason is kept; a run that is over is left as it is.
 func testRequestStop(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-stop", 0)
+	run := MustCreateRun(t, s, "r-stop", 0)
 	got, err := s.RequestStop(ctx, run.ID, "cancelled by ana")
 	if err != nil || got.StopRequested != "cancelled by ana" || got.Status != engine.StatusRunning {
 		t.Fatalf("RequestStop = %+v, %v; want the run still running, marked", got, err)
@@ -400,8 +400,8 @@ func testRequestStop(t *testing.T, s engine.Store) {
 			t.Errorf("Commit(%s) after RequestStop: err=%v, want ErrStopRequested", st, err)
 		}
 	}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: []byte(`{"n":1}`)})
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusCancelled, FailureCode: engine.CodeCancelled, Error: "cancelled by ana", Sync: true})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: []byte(`{"n":1}`)})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusCancelled, FailureCode: engine.CodeCancelled, Error: "cancelled by ana", Sync: true})
 	got, err = s.Run(ctx, run.ID)
 	if err != nil || got.Status != engine.StatusCancelled || got.StopRequested != "" {
 		t.Fatalf("after the cancelled commit: %+v, %v; want cancelled with the request cleared", got, err)
@@ -410,8 +410,8 @@ func testRequestStop(t *testing.T, s engine.Store) {
 	if over, err := s.RequestStop(ctx, run.ID, "late"); err != nil || over.StopRequested != "" || over.Status != engine.StatusCancelled {
 		t.Errorf("RequestStop on a cancelled run = %+v, %v; want it unchanged", over, err)
 	}
-	done := mustCreateRun(t, s, "r-stop-done", 0)
-	mustCommit(t, s, engine.Change{RunID: done.ID, Generation: done.Generation, Status: engine.StatusFinished})
+	done := MustCreateRun(t, s, "r-stop-done", 0)
+	MustCommit(t, s, engine.Change{RunID: done.ID, Generation: done.Generation, Status: engine.StatusFinished})
 	if over, err := s.RequestStop(ctx, done.ID, "late"); err != nil || over.StopRequested != "" || over.Status != engine.StatusFinished {
 		t.Errorf("RequestStop on a finished run = %+v, %v; want it unchanged", over, err)
 	}
@@ -422,7 +422,7 @@ func testRequestStop(t *testing.T, s engine.Store) {
 
 func testCommitCheckpoint(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-ckpt", 0)
+	run := MustCreateRun(t, s, "r-ckpt", 0)
 	checkpoint := func() []byte {
 		t.Helper()
 		b, err := s.Checkpoint(ctx, run.ID)
@@ -443,7 +443,7 @@ func testCommitCheckpoint(t *testing.T, s engine.Store) {
 		{[]byte("\x00binary\xff"), "\x00binary\xff"},
 	}
 	for i, step := range steps {
-		mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: step.checkpoint})
+		MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Checkpoint: step.checkpoint})
 		if got := string(checkpoint()); got != step.want {
 			t.Errorf("step %d: Checkpoint=%q, want %q", i, got, step.want)
 		}
@@ -452,8 +452,8 @@ func testCommitCheckpoint(t *testing.T, s engine.Store) {
 
 func testCommitInteractions(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-ixs", 0)
-	first := mustPost(t, s, run, "a", "first?")
+	run := MustCreateRun(t, s, "r-ixs", 0)
+	first := MustPost(t, s, run, "a", "first?")
 	pause := &engine.Interaction{
 		ID:          engine.PauseInteractionID(run.ID, "review", 0),
 		NodeID:      "review",
@@ -461,8 +461,8 @@ func testCommitInteractions(t *testing.T, s engine.Store) {
 		Questions:   map[string]any{engine.QuestionKey: "approve?"},
 		RequestedAt: suiteTime(1),
 	}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{pause}})
-	last := mustPost(t, s, run, "b", "last?")
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{pause}})
+	last := MustPost(t, s, run, "b", "last?")
 
 	got, err := s.Interaction(ctx, run.ID, pause.ID)
 	if err != nil {
@@ -479,7 +479,7 @@ func testCommitInteractions(t *testing.T, s engine.Store) {
 	answered.Answers = map[string]any{engine.QuestionKey: "yes"}
 	answered.AnsweredAt = suiteTime(2)
 	answered.AnsweredBy = "alice"
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusRunning, Interactions: []*engine.Interaction{&answered}})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusRunning, Interactions: []*engine.Interaction{&answered}})
 	all, err := s.Interactions(ctx, run.ID)
 	if err != nil {
 		t.Fatalf("Interactions: %v", err)
@@ -513,7 +513,7 @@ func testCommitInteractions(t *testing.T, s engine.Store) {
 
 func testPostQuestion(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-post", 0)
+	run := MustCreateRun(t, s, "r-post", 0)
 	questions := map[string]any{
 		engine.QuestionKey: "Which database?",
 		engine.OptionsKey:  []any{map[string]any{"id": "pg", "label": "PostgreSQL"}},
@@ -571,7 +571,7 @@ func testPostQuestion(t *testing.T, s engine.Store) {
 }
 
 func testAsyncIDs(t *testing.T, s engine.Store) {
-	run := mustCreateRun(t, s, "r-ids", 0)
+	run := MustCreateRun(t, s, "r-ids", 0)
 	steps := []struct {
 		node   string
 		answer bool // answer the question just posted
@@ -586,16 +586,16 @@ func testAsyncIDs(t *testing.T, s engine.Store) {
 		{node: "b", wantN: 3},
 	}
 	for i, step := range steps {
-		ix := mustPost(t, s, run, step.node, fmt.Sprintf("question %d?", i))
+		ix := MustPost(t, s, run, step.node, fmt.Sprintf("question %d?", i))
 		if want := engine.AsyncInteractionID(run.ID, step.node, step.wantN); ix.ID != want || ix.Seq != step.wantN {
 			t.Errorf("step %d: ID=%s Seq=%d, want %s %d", i, ix.ID, ix.Seq, want, step.wantN)
 		}
 		if step.answer {
-			mustAnswer(t, s, run.ID, ix.ID, "ok", "alice")
+			MustAnswer(t, s, run.ID, ix.ID, "ok", "alice")
 		}
 	}
-	other := mustCreateRun(t, s, "r-ids-2", 0)
-	if ix := mustPost(t, s, other, "a", "q?"); ix.Seq != 1 {
+	other := MustCreateRun(t, s, "r-ids-2", 0)
+	if ix := MustPost(t, s, other, "a", "q?"); ix.Seq != 1 {
 		t.Errorf("first question of another run: Seq=%d, want 1", ix.Seq)
 	}
 }
@@ -605,10 +605,10 @@ func testAsyncIDs(t *testing.T, s engine.Store) {
 // once answered, the same text is a new question.
 func testPostAgain(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-again", 0, "github")
-	first := mustPost(t, s, run, "plan", "Which licence?")
-	again := mustPost(t, s, run, "plan", "Which licence?")
-	elsewhere := mustPost(t, s, run, "review", "Which licence?")
+	run := MustCreateRun(t, s, "r-again", 0, "github")
+	first := MustPost(t, s, run, "plan", "Which licence?")
+	again := MustPost(t, s, run, "plan", "Which licence?")
+	elsewhere := MustPost(t, s, run, "review", "Which licence?")
 	if again.ID != first.ID || !again.RequestedAt.Equal(first.RequestedAt) {
 		t.Errorf("asked again: %s, want the pending %s", again.ID, first.ID)
 	}
@@ -642,23 +642,23 @@ func testPostAgain(t *testing.T, s engine.Store) {
 	if err != nil || again.ID != withOptions.ID {
 		t.Errorf("the same text and options again: %v, %v; want %s", again, err, withOptions.ID)
 	}
-	mustAnswer(t, s, run.ID, first.ID, "MIT", "ana")
-	if later := mustPost(t, s, run, "plan", "Which licence?"); later.ID == first.ID || later.Seq != 3 {
+	MustAnswer(t, s, run.ID, first.ID, "MIT", "ana")
+	if later := MustPost(t, s, run, "plan", "Which licence?"); later.ID == first.ID || later.Seq != 3 {
 		t.Errorf("asked after the answer: %s (seq %d), want a new question", later.ID, later.Seq)
 	}
 }
 
 func testPending(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-pending", 0)
-	a1 := mustPost(t, s, run, "a", "a1?")
-	b1 := mustPost(t, s, run, "b", "b1?")
-	a2 := mustPost(t, s, run, "a", "a2?")
-	b2 := mustPost(t, s, run, "b", "b2?")
-	mustAnswer(t, s, run.ID, a1.ID, "done", "alice")
+	run := MustCreateRun(t, s, "r-pending", 0)
+	a1 := MustPost(t, s, run, "a", "a1?")
+	b1 := MustPost(t, s, run, "b", "b1?")
+	a2 := MustPost(t, s, run, "a", "a2?")
+	b2 := MustPost(t, s, run, "b", "b2?")
+	MustAnswer(t, s, run.ID, a1.ID, "done", "alice")
 	pause := &engine.Interaction{ID: engine.PauseInteractionID(run.ID, "a", 0), NodeID: "a", Kind: engine.KindBlocking, Questions: map[string]any{engine.QuestionKey: "go?"}}
 	await := &engine.Interaction{ID: run.ID + "_gate", NodeID: "gate", Kind: engine.KindAwait, Questions: map[string]any{engine.AwaitPendingKey: []any{b1.ID}}}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
 
 	tests := []struct {
 		node string
@@ -690,8 +690,8 @@ func testPending(t *testing.T, s engine.Store) {
 
 func testAnswer(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-answer", 0)
-	ix := mustPost(t, s, run, "plan", "Which database?")
+	run := MustCreateRun(t, s, "r-answer", 0)
+	ix := MustPost(t, s, run, "plan", "Which database?")
 	res, err := s.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ix.ID, Text: "  PostgreSQL\n", By: "alice", Via: "github"})
 	if err != nil {
 		t.Fatalf("Answer: %v", err)
@@ -761,11 +761,11 @@ func testAnswer(t *testing.T, s engine.Store) {
 
 func testAnswerRefusals(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-refuse", 0)
-	ix := mustPost(t, s, run, "plan", "q?")
+	run := MustCreateRun(t, s, "r-refuse", 0)
+	ix := MustPost(t, s, run, "plan", "q?")
 	pause := &engine.Interaction{ID: engine.PauseInteractionID(run.ID, "review", 0), NodeID: "review", Kind: engine.KindBlocking, Questions: map[string]any{engine.QuestionKey: "approve?"}}
 	await := &engine.Interaction{ID: run.ID + "_gate", NodeID: "gate", Kind: engine.KindAwait, Questions: map[string]any{engine.AwaitPendingKey: []any{ix.ID}}}
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Interactions: []*engine.Interaction{pause, await}})
 	eventsBefore := len(mustEvents(t, s, run.ID))
 
 	tests := []struct {
@@ -826,8 +826,8 @@ func testAnswerRefusals(t *testing.T, s engine.Store) {
 
 func testAnswerTwice(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-twice", 0, "github")
-	ix := mustPost(t, s, run, "plan", "q?")
+	run := MustCreateRun(t, s, "r-twice", 0, "github")
+	ix := MustPost(t, s, run, "plan", "q?")
 	first, err := s.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ix.ID, Text: "first", By: "alice", Via: "github"})
 	if err != nil {
 		t.Fatalf("first Answer: %v", err)
@@ -868,8 +868,8 @@ func testAnswerTwice(t *testing.T, s engine.Store) {
 
 func testConcurrentAnswers(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-race", 0, "slack")
-	ix := mustPost(t, s, run, "plan", "q?")
+	run := MustCreateRun(t, s, "r-race", 0, "slack")
+	ix := MustPost(t, s, run, "plan", "q?")
 	const n = 20
 	var (
 		wg      sync.WaitGroup
@@ -943,14 +943,14 @@ func testConcurrentAnswers(t *testing.T, s engine.Store) {
 
 func testDrainInbox(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-inbox", 0)
-	a1 := mustPost(t, s, run, "a", "a1?")
-	b1 := mustPost(t, s, run, "b", "b1?")
-	a2 := mustPost(t, s, run, "a", "a2?")
+	run := MustCreateRun(t, s, "r-inbox", 0)
+	a1 := MustPost(t, s, run, "a", "a1?")
+	b1 := MustPost(t, s, run, "b", "b1?")
+	a2 := MustPost(t, s, run, "a", "a2?")
 	// Answered out of order: the inbox keeps the order of the answers.
-	mustAnswer(t, s, run.ID, a2.ID, "two", "alice")
-	mustAnswer(t, s, run.ID, b1.ID, "bee", "bob")
-	mustAnswer(t, s, run.ID, a1.ID, "one", "alice")
+	MustAnswer(t, s, run.ID, a2.ID, "two", "alice")
+	MustAnswer(t, s, run.ID, b1.ID, "bee", "bob")
+	MustAnswer(t, s, run.ID, a1.ID, "one", "alice")
 
 	steps := []struct {
 		node string
@@ -987,15 +987,15 @@ func testDrainInbox(t *testing.T, s engine.Store) {
 
 func testEvents(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-events", 0)
-	other := mustCreateRun(t, s, "r-events-2", 0)
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
+	run := MustCreateRun(t, s, "r-events", 0)
+	other := MustCreateRun(t, s, "r-events-2", 0)
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
 		{Type: engine.EventRunStarted, Time: suiteTime(1)},
 		{Type: engine.EventNodeStarted, NodeID: "a"},
 		{Type: engine.EventNodeFinished, NodeID: "a", RunID: "ignored"},
 	}})
-	mustCommit(t, s, engine.Change{RunID: other.ID, Generation: other.Generation, Events: []engine.Event{{Type: engine.EventRunStarted}}})
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
+	MustCommit(t, s, engine.Change{RunID: other.ID, Generation: other.Generation, Events: []engine.Event{{Type: engine.EventRunStarted}}})
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Events: []engine.Event{
 		{Type: engine.EventEdgeSelected}, {Type: engine.EventRunFinished},
 	}})
 
@@ -1036,7 +1036,7 @@ func testEvents(t *testing.T, s engine.Store) {
 }
 
 func testConcurrentCommits(t *testing.T, s engine.Store) {
-	runs := []*engine.Run{mustCreateRun(t, s, "r-conc-1", 0), mustCreateRun(t, s, "r-conc-2", 0)}
+	runs := []*engine.Run{MustCreateRun(t, s, "r-conc-1", 0), MustCreateRun(t, s, "r-conc-2", 0)}
 	const writers, commits, perCommit = 6, 5, 2
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -1091,12 +1091,12 @@ func testConcurrentCommits(t *testing.T, s engine.Store) {
 
 func testOutboxChannels(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	attached := mustCreateRun(t, s, "r-attached", 0, "github", "slack")
-	cli := mustCreateRun(t, s, "r-cli", 0)
+	attached := MustCreateRun(t, s, "r-attached", 0, "github", "slack")
+	cli := MustCreateRun(t, s, "r-cli", 0)
 	for _, run := range []*engine.Run{attached, cli} {
-		ix := mustPost(t, s, run, "plan", "q?")
-		mustAnswer(t, s, run.ID, ix.ID, "a", "alice")
-		mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusFinished,
+		ix := MustPost(t, s, run, "plan", "q?")
+		MustAnswer(t, s, run.ID, ix.ID, "a", "alice")
+		MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Status: engine.StatusFinished,
 			Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}})
 	}
 	rows, err := s.DueOutbox(ctx, suiteTime(24*365*100), noLimit)
@@ -1130,8 +1130,8 @@ func testOutboxChannels(t *testing.T, s engine.Store) {
 
 func testOutboxDue(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-outbox", 0, "github")
-	mustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Outbox: []engine.OutboxRow{
+	run := MustCreateRun(t, s, "r-outbox", 0, "github")
+	MustCommit(t, s, engine.Change{RunID: run.ID, Generation: run.Generation, Outbox: []engine.OutboxRow{
 		{ID: "o-late", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(3), NextAt: suiteTime(3)},
 		{ID: "o-first", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(1), NextAt: suiteTime(1)},
 		{ID: "o-future", Kind: engine.OutboxRunPaused, CreatedAt: suiteTime(0), NextAt: suiteTime(10)},
@@ -1214,7 +1214,7 @@ func testOutboxDue(t *testing.T, s engine.Store) {
 
 func testNotFound(t *testing.T, s engine.Store) {
 	ctx := t.Context()
-	run := mustCreateRun(t, s, "r-known", 0)
+	run := MustCreateRun(t, s, "r-known", 0)
 	const missing = "r-missing"
 	tests := []struct {
 		name string

@@ -1,0 +1,138 @@
+// Package delivery holds what the bot's channels (GitHub, Slack) share on
+// top of the engine: inbound deliveries stored before they are
+// acknowledged, launches queued behind a scope's active run, the posts a
+// channel made for runs and questions, and the runs of a channel's place.
+//
+// Store is that part of the store's contract, next to engine.Store. The
+// Badger store (package store) implements both; store/storetest checks any
+// implementation against them, so another one (PostgreSQL) can be written
+// from the documentation here and there, without reading Badger code.
+package delivery
+
+import (
+	"context"
+	"time"
+
+	"github.com/iterion-bot/iterion/engine"
+)
+
+// Delivery is an inbound event from a channel (a GitHub webhook, a Slack
+// event), stored before it is acknowledged so that nothing acknowledged is
+// lost, and keyed by its channel's id so that a redelivery has no second
+// effect.
+type Delivery struct {
+	// Source names the channel and, where ids are only unique within it,
+	// the sender: "github/<app id>", "slack/<team>".
+	Source string `json:"source"`
+	// ID is the channel's delivery id (X-GitHub-Delivery, event_id).
+	ID string `json:"id"`
+	// Event is the event type (X-GitHub-Event).
+	Event string `json:"event"`
+	// Payload is the body as received. It is dropped once the delivery is
+	// handled: only a pending delivery needs it.
+	Payload []byte `json:"payload,omitempty"`
+	// State is received until a worker has handled it, then done or failed.
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+	Attempts int    `json:"attempts"`
+	// NextAt, when set, holds a delivery the channel asked us to retry
+	// later back from the workers until then.
+	NextAt     time.Time `json:"next_at,omitzero"`
+	ReceivedAt time.Time `json:"received_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Delivery states.
+const (
+	Received = "received"
+	Done     = "done"
+	Failed   = "failed"
+)
+
+// Backlog counts the deliveries still to handle.
+type Backlog struct {
+	// Due are received and not postponed, or postponed until a time past.
+	Due int
+	// Postponed wait for a time the channel gave (a rate limit).
+	Postponed int
+	// Oldest is when the oldest of them was received; zero when none.
+	Oldest time.Time
+}
+
+// QueuedLaunch is a launch waiting for its scope's active run to end.
+type QueuedLaunch struct {
+	Key      string    `json:"key"`
+	Payload  []byte    `json:"payload"`
+	QueuedAt time.Time `json:"queued_at"`
+	Seq      int64     `json:"seq"`
+}
+
+// Store is the bot's part of the store. Every method is one intent, done
+// whole or not at all; a context error or a closed store is an error.
+// Unless said otherwise, a missing record is engine.ErrNotFound (wrapped).
+type Store interface {
+	// Deliveries.
+
+	// RecordDelivery stores d as received, synced, stamping ReceivedAt
+	// and UpdatedAt with the store's clock, and reports whether it was
+	// new: false means its Source and ID were already recorded (a
+	// redelivery), and nothing was written. Source and ID are required.
+	RecordDelivery(ctx context.Context, d Delivery) (bool, error)
+	// PendingDeliveries returns up to limit deliveries still to handle:
+	// received, and not postponed past now. Oldest received first;
+	// limit <= 0 means all. Its cost follows the number pending, not the
+	// number stored.
+	PendingDeliveries(ctx context.Context, limit int) ([]Delivery, error)
+	// DeliveryBacklog counts the received deliveries, due and postponed,
+	// at the store's clock. Its cost follows the number pending.
+	DeliveryBacklog(ctx context.Context) (Backlog, error)
+	// FinishDelivery records the outcome of handling a delivery: done,
+	// or failed with handleErr's text. Either way it counts an attempt,
+	// drops the payload, and is kept for at least a week so a
+	// redelivery is recognised.
+	FinishDelivery(ctx context.Context, source, id string, handleErr error) error
+	// RetryDelivery postpones a delivery to be handled again at next: it
+	// stays received, counts the attempt and records handleErr's text
+	// (when not nil).
+	RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error
+
+	// The launch queue of a scope (a pull request).
+
+	// QueueLaunch appends a launch to scope's queue, synced, once per
+	// key (queueing a key again changes nothing), and returns its
+	// 1-based position.
+	QueueLaunch(ctx context.Context, scope, key string, payload []byte) (int, error)
+	// QueuedLaunches returns scope's queue, oldest first.
+	QueuedLaunches(ctx context.Context, scope string) ([]QueuedLaunch, error)
+	// DropLaunch removes a launch from scope's queue, synced; dropping
+	// one that is not queued is not an error.
+	DropLaunch(ctx context.Context, scope, key string) error
+
+	// Posts.
+
+	// RecordPost records that a channel's post extID (a comment id, a
+	// Slack channel/ts) carries question ixID of run runID, so a reply
+	// to it is routed there, and sets the interaction's post for the
+	// channel. channel must not contain "/".
+	RecordPost(ctx context.Context, runID, ixID, channel, extID string) error
+	// PostRef returns the question a post carries.
+	PostRef(ctx context.Context, channel, extID string) (runID, ixID string, err error)
+	// ShortID numbers a question in scope, from 1: the same question
+	// always gets the same number, and a number is never handed out
+	// twice in a scope, even after its run is pruned.
+	ShortID(ctx context.Context, scope, runID, ixID string) (int, error)
+	// ShortRef returns the question numbered n in scope.
+	ShortRef(ctx context.Context, scope string, n int) (runID, ixID string, err error)
+	// ShortIDs returns the numbers of run runID's questions in scope, by
+	// interaction id.
+	ShortIDs(ctx context.Context, scope, runID string) (map[string]int, error)
+	// SetRunPost records an external id of a run's own post (its status
+	// comment) under name; the run must exist.
+	SetRunPost(ctx context.Context, runID, name, value string) error
+	// RunPosts returns the external ids recorded for a run, by name.
+	RunPosts(ctx context.Context, runID string) (map[string]string, error)
+
+	// RunsByRef returns the runs whose trigger Ref is ref, exactly as
+	// written, in no particular order.
+	RunsByRef(ctx context.Context, ref string) ([]*engine.Run, error)
+}
