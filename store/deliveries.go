@@ -48,10 +48,11 @@ type pendingRef struct {
 	Source string    `json:"source"`
 	ID     string    `json:"id"`
 	NextAt time.Time `json:"next_at,omitzero"`
+	Hold   string    `json:"hold,omitempty"`
 }
 
 func putPendingDelivery(txn *tx, d *Delivery) error {
-	return put(txn, dlvPendingKey(d), pendingRef{Source: d.Source, ID: d.ID, NextAt: d.NextAt})
+	return put(txn, dlvPendingKey(d), pendingRef{Source: d.Source, ID: d.ID, NextAt: d.NextAt, Hold: d.Hold})
 }
 
 // RecordDelivery stores a new delivery, synced, and reports whether it was
@@ -94,7 +95,7 @@ func (db *DB) PendingDeliveries(ctx context.Context, limit int) ([]Delivery, err
 	err := db.view(ctx, func(txn *tx) error {
 		out = nil
 		return scan(txn, dlvPendingPrefix, nil, func(_ []byte, ref *pendingRef) (bool, error) {
-			if ref.NextAt.After(now) {
+			if ref.Hold != "" || ref.NextAt.After(now) {
 				return true, nil
 			}
 			var d Delivery
@@ -126,9 +127,12 @@ func (db *DB) DeliveryBacklog(ctx context.Context) (delivery.Backlog, error) {
 			if err := item.Value(func(v []byte) error { return decode(item.Key(), v, &ref) }); err != nil {
 				return err
 			}
-			if ref.NextAt.After(now) {
+			switch {
+			case ref.Hold != "":
+				b.Held++
+			case ref.NextAt.After(now):
 				b.Postponed++
-			} else {
+			default:
 				b.Due++
 			}
 			if b.Oldest.IsZero() {
@@ -173,7 +177,7 @@ func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr e
 		}
 		d.Attempts++
 		d.UpdatedAt = db.now()
-		d.State, d.Error, d.Payload, d.NextAt = DeliveryDone, "", nil, time.Time{}
+		d.State, d.Error, d.Payload, d.NextAt, d.Hold = DeliveryDone, "", nil, time.Time{}, ""
 		if handleErr != nil {
 			d.State, d.Error = DeliveryFailed, handleErr.Error()
 		}
@@ -216,4 +220,81 @@ func (db *DB) RetryDelivery(ctx context.Context, source, id string, next time.Ti
 		return fmt.Errorf("postponing delivery %s/%s: %w", source, id, err)
 	}
 	return nil
+}
+
+// HoldDelivery keeps a delivery back under hold until ReleaseDeliveries
+// releases it: it stays received and counts the attempt and its error.
+func (db *DB) HoldDelivery(ctx context.Context, source, id, hold string, handleErr error) error {
+	if hold == "" {
+		return fmt.Errorf("holding delivery %s/%s: no hold named", source, id)
+	}
+	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
+		var d Delivery
+		if err := get(txn, deliveryKey(source, id), &d); err != nil {
+			return err
+		}
+		if d.State != DeliveryReceived {
+			return fmt.Errorf("it is already %s", d.State)
+		}
+		d.Attempts++
+		d.UpdatedAt = db.now()
+		d.Hold = hold
+		if handleErr != nil {
+			d.Error = handleErr.Error()
+		}
+		if err := put(txn, deliveryKey(source, id), &d); err != nil {
+			return err
+		}
+		return putPendingDelivery(txn, &d)
+	})
+	if err != nil {
+		return fmt.Errorf("holding delivery %s/%s: %w", source, id, err)
+	}
+	return nil
+}
+
+// ReleaseDeliveries makes the deliveries held under hold ("" for any)
+// due now, in batches, reading the pending index alone.
+func (db *DB) ReleaseDeliveries(ctx context.Context, hold string) (int, error) {
+	released := 0
+	for {
+		n := 0
+		err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
+			n = 0
+			var keys [][]byte
+			var refs []pendingRef
+			err := scan(txn, dlvPendingPrefix, nil, func(key []byte, ref *pendingRef) (bool, error) {
+				if ref.Hold != "" && (hold == "" || ref.Hold == hold) {
+					keys, refs = append(keys, key), append(refs, *ref)
+				}
+				return len(keys) < batchSize, nil
+			})
+			if err != nil {
+				return err
+			}
+			for i, ref := range refs {
+				var d Delivery
+				if err := get(txn, deliveryKey(ref.Source, ref.ID), &d); err != nil {
+					return err
+				}
+				d.Hold, d.NextAt, d.UpdatedAt = "", time.Time{}, db.now()
+				if err := put(txn, deliveryKey(ref.Source, ref.ID), &d); err != nil {
+					return err
+				}
+				ref.Hold, ref.NextAt = "", time.Time{}
+				if err := put(txn, keys[i], ref); err != nil {
+					return err
+				}
+			}
+			n = len(refs)
+			return nil
+		})
+		if err != nil {
+			return released, fmt.Errorf("releasing the deliveries held for %q: %w", hold, err)
+		}
+		released += n
+		if n < batchSize {
+			return released, nil
+		}
+	}
 }

@@ -37,7 +37,11 @@ type Delivery struct {
 	Attempts int    `json:"attempts"`
 	// NextAt, when set, holds a delivery the channel asked us to retry
 	// later back from the workers until then.
-	NextAt     time.Time `json:"next_at,omitzero"`
+	NextAt time.Time `json:"next_at,omitzero"`
+	// Hold, when set, keeps the delivery back until the hold is released
+	// (ReleaseDeliveries): a condition no wait lifts by itself, such as an
+	// installation GitHub will not mint tokens for.
+	Hold       string    `json:"hold,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
@@ -55,6 +59,8 @@ type Backlog struct {
 	Due int
 	// Postponed wait for a time the channel gave (a rate limit).
 	Postponed int
+	// Held wait for their hold to be released.
+	Held int
 	// Oldest is when the oldest of them was received; zero when none.
 	Oldest time.Time
 }
@@ -79,12 +85,12 @@ type Store interface {
 	// redelivery), and nothing was written. Source and ID are required.
 	RecordDelivery(ctx context.Context, d Delivery) (bool, error)
 	// PendingDeliveries returns up to limit deliveries still to handle:
-	// received, and not postponed past now. Oldest received first;
+	// received, not held, and not postponed past now. Oldest received first;
 	// limit <= 0 means all. Its cost follows the number pending, not the
 	// number stored.
 	PendingDeliveries(ctx context.Context, limit int) ([]Delivery, error)
-	// DeliveryBacklog counts the received deliveries, due and postponed,
-	// at the store's clock. Its cost follows the number pending.
+	// DeliveryBacklog counts the received deliveries, due, postponed and
+	// held, at the store's clock. Its cost follows the number pending.
 	DeliveryBacklog(ctx context.Context) (Backlog, error)
 	// FinishDelivery records the outcome of handling a delivery: done,
 	// or failed with handleErr's text. Either way it counts an attempt,
@@ -95,6 +101,13 @@ type Store interface {
 	// stays received, counts the attempt and records handleErr's text
 	// (when not nil).
 	RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error
+	// HoldDelivery keeps a delivery back under hold (not empty) until
+	// ReleaseDeliveries releases it: it stays received, counts the attempt
+	// and records handleErr's text (when not nil).
+	HoldDelivery(ctx context.Context, source, id, hold string, handleErr error) error
+	// ReleaseDeliveries makes the deliveries held under hold due now, and
+	// returns how many; hold "" releases every held delivery.
+	ReleaseDeliveries(ctx context.Context, hold string) (int, error)
 
 	// The launch queue of a scope (a pull request).
 

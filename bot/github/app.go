@@ -21,6 +21,8 @@ type App struct {
 	baseURL string
 	rt      http.RoundTripper
 
+	installations *Installations
+
 	mu         sync.Mutex
 	clients    map[int64]*gh.Client
 	transports map[int64]*ghinstallation.Transport
@@ -29,11 +31,13 @@ type App struct {
 // NewApp returns the App with id and private key (PEM). baseURL is the REST
 // base used verbatim ("https://api.github.com/", or a GitHub Enterprise
 // "https://ghe.example.com/api/v3/"); "" means github.com. rt is the
-// transport under the authentication (nil means the default).
+// transport under the authentication (nil means the default), under which
+// the App reads GitHub's rate limits itself (rateLimiter).
 func NewApp(id int64, privateKeyPEM []byte, baseURL string, rt http.RoundTripper) (*App, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	rt = newRateLimiter(rt)
 	if baseURL == "" {
 		baseURL = "https://api.github.com/"
 	}
@@ -47,41 +51,68 @@ func NewApp(id int64, privateKeyPEM []byte, baseURL string, rt http.RoundTripper
 	if _, err := ghinstallation.NewAppsTransport(rt, id, privateKeyPEM); err != nil {
 		return nil, fmt.Errorf("GitHub App private key (ITERION_GITHUB_PRIVATE_KEY): %w", err)
 	}
-	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, clients: map[int64]*gh.Client{}, transports: map[int64]*ghinstallation.Transport{}}, nil
+	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, installations: NewInstallations(nil),
+		clients: map[int64]*gh.Client{}, transports: map[int64]*ghinstallation.Transport{}}, nil
+}
+
+// Installations is the App's registry of the installations GitHub
+// refuses tokens for. Set its Log before the App is used.
+func (a *App) Installations() *Installations { return a.installations }
+
+// ID is the App's id, which owns its check runs.
+func (a *App) ID() int64 { return a.id }
+
+// forget drops an installation's client and cached token.
+func (a *App) forget(installationID int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.clients, installationID)
+	delete(a.transports, installationID)
 }
 
 // Installation returns the API client acting as an installation.
 func (a *App) Installation(installationID int64) (*gh.Client, error) {
+	c, _, err := a.installation(installationID)
+	return c, err
+}
+
+// installation returns the installation's client and its transport,
+// made on first use.
+func (a *App) installation(installationID int64) (*gh.Client, *ghinstallation.Transport, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c, ok := a.clients[installationID]; ok {
-		return c, nil
+		return c, a.transports[installationID], nil
 	}
 	tr, err := ghinstallation.New(a.rt, a.id, installationID, a.key)
 	if err != nil {
-		return nil, fmt.Errorf("authenticating installation %d: %w", installationID, err)
+		return nil, nil, fmt.Errorf("authenticating installation %d: %w", installationID, err)
 	}
 	tr.BaseURL = strings.TrimRight(a.baseURL, "/")
-	c := gh.NewClient(&http.Client{Transport: tr})
+	c := gh.NewClient(&http.Client{Transport: &installTransport{app: a, id: installationID, tr: tr}})
 	base, _ := url.Parse(a.baseURL)
 	c.BaseURL = base
 	a.clients[installationID] = c
 	a.transports[installationID] = tr
-	return c, nil
+	return c, tr, nil
 }
 
 // Token returns a current installation token, for git over HTTPS; it is
 // the cached one until it nears expiry.
 func (a *App) Token(ctx context.Context, installationID int64) (string, error) {
-	if _, err := a.Installation(installationID); err != nil {
+	if e := a.installations.Blocked(installationID); e != nil {
+		return "", e
+	}
+	_, tr, err := a.installation(installationID)
+	if err != nil {
 		return "", err
 	}
-	a.mu.Lock()
-	tr := a.transports[installationID]
-	a.mu.Unlock()
 	tok, err := tr.Token(ctx)
+	if e := installationError(installationID, err); e != nil {
+		return "", a.installations.Block(e)
+	}
 	if err != nil {
-		return "", fmt.Errorf("getting a token for installation %d: %w", installationID, err)
+		return "", classify(fmt.Sprintf("getting a token for installation %d", installationID), nil, err)
 	}
 	return tok, nil
 }
@@ -95,6 +126,11 @@ func (a *App) CanWrite(ctx context.Context, installationID int64, owner, repo, u
 		return false, err
 	}
 	perm, resp, err := c.Repositories.GetPermissionLevel(ctx, owner, repo, user)
+	if resp != nil && resp.StatusCode == http.StatusNotFound && err != nil {
+		// GitHub answers 404 for a login that is no user (a deleted
+		// account, a ghost): no permission, not an outage.
+		return false, nil
+	}
 	if err != nil {
 		// Rate limits and outages retry the delivery instead of failing it.
 		return false, classify(fmt.Sprintf("checking %s's permission on %s/%s", user, owner, repo), resp, err)

@@ -42,9 +42,9 @@ var ErrChecksForbidden = errors.New("GitHub refuses the App's check runs: give t
 
 // checkErr classifies a check-run API error.
 func checkErr(what string, resp *gh.Response, err error) error {
-	var abuse *gh.AbuseRateLimitError
-	var rl *gh.RateLimitError
-	if resp != nil && resp.StatusCode == http.StatusForbidden && !errors.As(err, &abuse) && !errors.As(err, &rl) {
+	// Rate limits never reach here as a 403 response: the App's transport
+	// turns them into errors before go-github reads them.
+	if resp != nil && resp.StatusCode == http.StatusForbidden {
 		return fmt.Errorf("%s: %w", what, ErrChecksForbidden)
 	}
 	return classify(what, resp, err)
@@ -63,13 +63,18 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 		return 0, false, err
 	}
 	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(name), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
+	if c.AppID != 0 {
+		opts.AppID = gh.Int64(c.AppID)
+	}
 	for {
 		res, resp, err := client.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
 		if err != nil {
 			return 0, false, checkErr(fmt.Sprintf("listing the check runs of %s/%s@%s", owner, repo, shortSHA(sha)), resp, err)
 		}
 		for _, cr := range res.CheckRuns {
-			if cr.GetExternalID() == externalID && cr.GetApp().GetID() != 0 {
+			// Another App's check run may carry the same name and
+			// external id: only the App's own is taken.
+			if cr.GetExternalID() == externalID && c.AppID != 0 && cr.GetApp().GetID() == c.AppID {
 				return cr.GetID(), false, nil
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,7 +30,10 @@ const truncatedNote = "\n\n… (cut to fit GitHub's comment limit; the full text
 // postpones the row by After instead of failing it.
 type RetryLater struct {
 	After time.Duration
-	Err   error
+	// Limited says GitHub itself asked for the wait (a rate limit): the
+	// work is postponed as long as GitHub keeps asking, never dropped.
+	Limited bool
+	Err     error
 }
 
 func (e *RetryLater) Error() string {
@@ -48,6 +53,9 @@ type Commenter struct {
 	// Login is the App's own login ("<slug>[bot]"); when set, only its
 	// comments are taken for the bot's (App.Login says it).
 	Login string
+	// AppID is the App's id (App.ID): a check run is found again only
+	// when it is this App's. Zero finds none, so each sync creates one.
+	AppID int64
 	// Redactor scrubs the server's secrets from every comment and check
 	// run written, whatever wrote it (the relay's status and questions, the
 	// handler's replies). nil means nothing is scrubbed.
@@ -117,7 +125,7 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	if err := c.pace(ctx, installationID); err != nil {
 		return nil, err
 	}
-	text := CommentBody(key, c.Redactor.String(body))
+	text := c.text(key, body)
 	cm, resp, err := client.Issues.CreateComment(ctx, owner, repo, pr, &gh.IssueComment{Body: &text})
 	if err != nil {
 		return nil, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
@@ -125,7 +133,15 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	return cm, nil
 }
 
+// ErrCommentGone is the error of an edit of a comment GitHub no longer
+// has (someone deleted it): the caller posts it again.
+var ErrCommentGone = errors.New("the comment was deleted")
+
+// text is the body a comment of key is written with.
+func (c *Commenter) text(key, body string) string { return CommentBody(key, c.Redactor.String(body)) }
+
 // Edit replaces the body of the bot's comment id, keeping key's marker.
+// A comment that was deleted is ErrCommentGone.
 func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo string, id int64, key, body string) error {
 	client, err := c.Client(installationID)
 	if err != nil {
@@ -134,8 +150,11 @@ func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo 
 	if err := c.pace(ctx, installationID); err != nil {
 		return err
 	}
-	text := CommentBody(key, c.Redactor.String(body))
+	text := c.text(key, body)
 	_, resp, err := client.Issues.EditComment(ctx, owner, repo, id, &gh.IssueComment{Body: &text})
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("editing comment %d on %s/%s: %w", id, owner, repo, ErrCommentGone)
+	}
 	if err != nil {
 		return classify(fmt.Sprintf("editing comment %d on %s/%s", id, owner, repo), resp, err)
 	}
@@ -218,27 +237,45 @@ func (c *Commenter) pace(ctx context.Context, installationID int64) error {
 	return nil
 }
 
-// classify wraps an API error: rate limits and server errors become
-// *RetryLater with GitHub's own wait when it gives one; anything else (a
-// missing PR, a refused body) is permanent and named for the reader.
+// classify wraps an API error:
+//   - a rate limit (read by the App's transport from GitHub's headers, or
+//     go-github's own refusal before a call while the primary window is
+//     used up) is a *RetryLater with Limited set, which is never given up;
+//   - an installation GitHub mints no token for is its
+//     *InstallationError, which holds the work instead of retrying it;
+//   - server errors, a token GitHub stopped accepting, and network
+//     failures are a *RetryLater;
+//   - anything else (a missing PR, a refused body) is permanent and named
+//     for the reader.
 func classify(what string, resp *gh.Response, err error) error {
+	var limited *RateLimitError
 	var rl *gh.RateLimitError
-	var abuse *gh.AbuseRateLimitError
+	var inst *InstallationError
 	switch {
+	case errors.As(err, &inst):
+		return fmt.Errorf("%s: %w", what, inst)
+	case errors.As(err, &limited):
+		return &RetryLater{After: max(time.Until(limited.Until), time.Second), Limited: true, Err: fmt.Errorf("%s: %w", what, limited)}
 	case errors.As(err, &rl):
-		return &RetryLater{After: max(time.Until(rl.Rate.Reset.Time), time.Second), Err: fmt.Errorf("%s: GitHub rate limit reached", what)}
-	case errors.As(err, &abuse):
-		after := time.Minute // GitHub: "wait for at least one minute"
-		if abuse.RetryAfter != nil {
-			after = max(*abuse.RetryAfter, time.Second)
-		}
-		return &RetryLater{After: after, Err: fmt.Errorf("%s: GitHub secondary rate limit reached", what)}
+		return &RetryLater{After: max(time.Until(rl.Rate.Reset.Time), time.Second), Limited: true, Err: fmt.Errorf("%s: GitHub's rate limit is used up until %s", what, rl.Rate.Reset.UTC().Format(time.RFC3339))}
 	}
-	if resp != nil {
+	if resp != nil && resp.Response != nil {
+		// A client not built on the App's transport sees the limit here.
+		var er *gh.ErrorResponse
+		if e := readLimit(resp.Response, func() string {
+			if errors.As(err, &er) {
+				return er.Message
+			}
+			return ""
+		}, time.Now(), 0); e != nil {
+			return &RetryLater{After: max(time.Until(e.Until), time.Second), Limited: true, Err: fmt.Errorf("%s: %w", what, e)}
+		}
 		switch {
-		case resp.StatusCode == http.StatusTooManyRequests:
-			// go-github v62 does not map 429; read Retry-After here.
-			return &RetryLater{After: retryAfter(resp, time.Minute), Err: fmt.Errorf("%s: GitHub rate limit reached (429)", what)}
+		case resp.StatusCode == http.StatusUnauthorized:
+			// The installation's token was revoked (the App uninstalled or
+			// suspended): the next attempt mints a new one, or learns why
+			// it cannot.
+			return &RetryLater{After: 5 * time.Second, Err: fmt.Errorf("%s: GitHub no longer accepts the installation's token", what)}
 		case resp.StatusCode >= 500:
 			return &RetryLater{After: retryAfter(resp, 30*time.Second), Err: fmt.Errorf("%s: GitHub answered %s", what, resp.Status)}
 		}
@@ -246,11 +283,21 @@ func classify(what string, resp *gh.Response, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	var netErr interface{ Timeout() bool }
-	if resp == nil && errors.As(err, &netErr) {
+	if resp == nil && transient(err) {
 		return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// transient reports whether a request failed on the way (a timeout, a
+// refused or reset connection, a cut answer), which a later try may not.
+func transient(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // retryAfter is the wait a response's Retry-After header asks for, in

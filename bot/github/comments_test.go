@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	gh "github.com/google/go-github/v62/github"
+
+	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
 
 // commentServer is a fake of GitHub's issue-comment endpoints: it keeps
@@ -99,6 +101,7 @@ func newCommenter(c *gh.Client, clock func() time.Time) (*Commenter, *[]time.Dur
 	var waits []time.Duration
 	var mu sync.Mutex
 	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
+	cm.AppID = fakegithub.AppID
 	cm.now = clock
 	cm.wait = func(_ context.Context, d time.Duration) error {
 		mu.Lock()
@@ -178,7 +181,27 @@ func TestCommenterErrors(t *testing.T) {
 			w.Header().Set("Retry-After", "7")
 			http.Error(w, `{"message":"slow down"}`, http.StatusTooManyRequests)
 			return true
-		}, 7 * time.Second, "rate limit reached (429)"},
+		}, 7 * time.Second, "secondary rate limit (429)"},
+		{"primary limit", func(w http.ResponseWriter) bool {
+			fakegithub.WritePrimaryLimit(w, http.StatusForbidden, time.Now().Add(40*time.Second))
+			return true
+		}, 40 * time.Second, "rate limit"},
+		{"primary limit, 429", func(w http.ResponseWriter) bool {
+			fakegithub.WritePrimaryLimit(w, http.StatusTooManyRequests, time.Now().Add(20*time.Second))
+			return true
+		}, 20 * time.Second, "rate limit (429)"},
+		{"secondary limit without Retry-After or documentation link", func(w http.ResponseWriter) bool {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message":"You have exceeded a secondary rate limit."}`))
+			return true
+		}, time.Minute, "secondary rate limit (403)"},
+		{"permission refused", func(w http.ResponseWriter) bool {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest"}`))
+			return true
+		}, 0, "Resource not accessible by integration"},
 		{"secondary limit", func(w http.ResponseWriter) bool {
 			w.Header().Set("Retry-After", "30")
 			w.Header().Set("Content-Type", "application/json")

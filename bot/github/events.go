@@ -13,6 +13,9 @@ const (
 	TriggerComment     = "comment"      // a PR comment with /iterion commands (or near misses)
 	TriggerPullRequest = "pull_request" // a PR opened, updated or reopened
 	TriggerPush        = "push"         // a branch push
+	// TriggerInstallation is the App installed, uninstalled, suspended or
+	// unsuspended on an account (Action says which).
+	TriggerInstallation = "installation"
 )
 
 // Trigger is a delivery decoded into what the bot acts on. Only the fields
@@ -71,7 +74,7 @@ func ignored(format string, args ...any) error {
 // *Ignored; a payload that does not parse is an ordinary error.
 func Decode(event string, payload []byte) (Trigger, error) {
 	switch event {
-	case "issue_comment", "pull_request", "push", "ping":
+	case "issue_comment", "pull_request", "push", "ping", "installation":
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}
@@ -88,6 +91,8 @@ func Decode(event string, payload []byte) (Trigger, error) {
 		return decodePush(e)
 	case *gh.PingEvent:
 		return Trigger{}, ignored("ping")
+	case *gh.InstallationEvent:
+		return decodeInstallation(e)
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}
@@ -165,6 +170,23 @@ func decodePullRequest(e *gh.PullRequestEvent) (Trigger, error) {
 	t.HeadRef = pr.GetHead().GetRef()
 	t.Fork = pr.GetHead().GetRepo().GetFullName() != e.GetRepo().GetFullName()
 	return t, nil
+}
+
+// decodeInstallation reads the installation events that change whether
+// GitHub mints the App tokens for the installation.
+func decodeInstallation(e *gh.InstallationEvent) (Trigger, error) {
+	switch e.GetAction() {
+	case "created", "deleted", "suspend", "unsuspend", "new_permissions_accepted":
+	default:
+		return Trigger{}, ignored("installation %s", e.GetAction())
+	}
+	if e.GetInstallation().GetID() == 0 {
+		return Trigger{}, ignored("installation %s without an installation id", e.GetAction())
+	}
+	return Trigger{
+		Kind: TriggerInstallation, InstallationID: e.GetInstallation().GetID(),
+		Owner: e.GetInstallation().GetAccount().GetLogin(), Sender: e.GetSender().GetLogin(), Action: e.GetAction(),
+	}, nil
 }
 
 func decodePush(e *gh.PushEvent) (Trigger, error) {

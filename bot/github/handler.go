@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,7 +86,9 @@ type Handler struct {
 	// Queue holds the runs asked for on a PR while another is active, for
 	// .iterion.yml's concurrency: queue.
 	Queue LaunchQueue
-	Log   *slog.Logger
+	// Installations, when set, learns of installation events (App.Installations).
+	Installations *Installations
+	Log           *slog.Logger
 
 	mu      sync.Mutex
 	prLocks map[string]*prLock
@@ -109,12 +112,33 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if t.Kind == TriggerInstallation {
+		h.installationChanged(t)
+		return nil
+	}
 	if t.Kind == TriggerPush {
 		// .iterion.yml has no push triggers; schedules cover the branches.
 		h.log().Debug("push not configured to start runs", "delivery", d.ID, "repo", t.Owner+"/"+t.Repo)
 		return nil
 	}
 	return h.act(ctx, d.ID, t)
+}
+
+// installationChanged applies an installation event: uninstalled and
+// suspended installations are held at once; installed, unsuspended and
+// re-permitted ones are released, and their held work resumes.
+func (h *Handler) installationChanged(t Trigger) {
+	if h.Installations == nil {
+		return
+	}
+	switch t.Action {
+	case "deleted":
+		h.Installations.Block(&InstallationError{ID: t.InstallationID, Status: http.StatusNotFound})
+	case "suspend":
+		h.Installations.Block(&InstallationError{ID: t.InstallationID, Status: http.StatusForbidden})
+	default:
+		h.Installations.Release(t.InstallationID, "installation "+t.Action)
+	}
 }
 
 // GiveUp tells the author of a comment whose handling failed for good

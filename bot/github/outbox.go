@@ -138,6 +138,41 @@ func onPR(run *engine.Run) bool {
 	return ok && strings.Contains(o.Repo, "/") && o.PR != 0 && o.Installation != 0
 }
 
+// heldRecheck is how long an outbox row of a refused installation waits
+// before it is tried again without an installation event.
+const heldRecheck = time.Hour
+
+// Release makes the outbox rows of installation's runs due now (it is
+// back: App.Installations' OnRelease), and wakes the relay.
+func (r *Relay) Release(ctx context.Context, installation int64) error {
+	rows, err := r.Store.DueOutbox(ctx, r.now().Add(100*365*24*time.Hour), 0)
+	if err != nil {
+		return err
+	}
+	runs := map[string]bool{}
+	for _, row := range rows {
+		mine, seen := runs[row.RunID]
+		if !seen {
+			run, err := r.Store.Run(ctx, row.RunID)
+			if err != nil && !errors.Is(err, engine.ErrNotFound) {
+				return err
+			}
+			if run != nil {
+				o, ok := OriginOf(run)
+				mine = ok && o.Installation == installation
+			}
+			runs[row.RunID] = mine
+		}
+		if mine && row.NextAt.After(r.now()) {
+			if err := r.Store.RetryOutbox(ctx, row.ID, r.now()); err != nil {
+				return err
+			}
+		}
+	}
+	r.Wake()
+	return nil
+}
+
 // Wake asks for a look at the outbox now; it never blocks.
 func (r *Relay) Wake() {
 	select {
@@ -192,7 +227,17 @@ func (r *Relay) Drain(ctx context.Context) {
 			return
 		}
 		var later *RetryLater
+		var held *InstallationError
 		wait := min(time.Duration(1<<min(row.Attempts, 10))*time.Second, 10*time.Minute)
+		if errors.As(err, &held) {
+			// Until the installation is back (Release), looked at again
+			// hourly in case its event was missed.
+			r.Log.Debug("a PR comment is held", "row", row.ID, "run", row.RunID, "installation", held.ID)
+			if err := r.Store.RetryOutbox(ctx, row.ID, r.now().Add(heldRecheck)); err != nil {
+				r.Log.Error("postponing an outbox row failed", "row", row.ID, "err", err)
+			}
+			continue
+		}
 		if errors.As(err, &later) {
 			wait = later.After
 		} else if row.Attempts+1 >= MaxOutboxAttempts {

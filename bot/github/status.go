@@ -113,32 +113,21 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 	if err != nil {
 		return err
 	}
-	t := v.at
-	owner, repo := t.split()
 	// The status comment first: its address is the check run's details
 	// link and the base of the question links.
 	body := renderStatus(v)
 	if id := v.posts[postStatusComment]; id == "" {
-		cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, statusKey(v.run.ID), body)
-		if err != nil {
+		if err := r.postStatus(ctx, v, body); err != nil {
 			return err
 		}
-		id := strconv.FormatInt(cm.GetID(), 10)
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusComment, id); err != nil {
+	} else if err := r.edit(ctx, v, atoi64(id), statusKey(v.run.ID), body); errors.Is(err, ErrCommentGone) {
+		// Someone deleted the status comment: it is posted again, and the
+		// rest of the update goes on.
+		r.Log.Info("the run's status comment was deleted; posting it again", "run", v.run.ID, "comment", id)
+		if err := r.postStatus(ctx, v, body); err != nil {
 			return err
 		}
-		v.posts[postStatusComment] = id
-		if cm.GetHTMLURL() != "" {
-			if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusURL, cm.GetHTMLURL()); err != nil {
-				return err
-			}
-			v.posts[postStatusURL] = cm.GetHTMLURL()
-		}
-		// A status comment found by its marker after a crash may be stale.
-		if err := r.edit(ctx, v, cm.GetID(), statusKey(v.run.ID), body); err != nil {
-			return err
-		}
-	} else if err := r.edit(ctx, v, atoi64(id), statusKey(v.run.ID), body); err != nil {
+	} else if err != nil {
 		return err
 	}
 	for _, ix := range v.ixs {
@@ -146,7 +135,12 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 		if id == "" {
 			continue
 		}
-		if err := r.edit(ctx, v, atoi64(id), questionKey(ix.ID), renderQuestion(v, ix)); err != nil {
+		err := r.edit(ctx, v, atoi64(id), questionKey(ix.ID), renderQuestion(v, ix))
+		if errors.Is(err, ErrCommentGone) {
+			r.Log.Info("a question's comment was deleted; posting it again", "run", v.run.ID, "question", ix.ID, "comment", id)
+			err = r.postQuestion(ctx, v.run, ix)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -159,6 +153,35 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 		return nil
 	}
 	return err
+}
+
+// postStatus posts the run's status comment (or finds the one a crash
+// left) and records its id and address.
+func (r *Relay) postStatus(ctx context.Context, v *view, body string) error {
+	t := v.at
+	owner, repo := t.split()
+	key := statusKey(v.run.ID)
+	cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	if err != nil {
+		return err
+	}
+	id := strconv.FormatInt(cm.GetID(), 10)
+	if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusComment, id); err != nil {
+		return err
+	}
+	v.posts[postStatusComment] = id
+	if cm.GetHTMLURL() != "" {
+		if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusURL, cm.GetHTMLURL()); err != nil {
+			return err
+		}
+		v.posts[postStatusURL] = cm.GetHTMLURL()
+	}
+	if cm.GetBody() == r.Replies.text(key, body) {
+		r.remember(key, body) // just written: no edit with the same body
+		return nil
+	}
+	// A status comment found by its marker after a crash may be stale.
+	return r.edit(ctx, v, cm.GetID(), key, body)
 }
 
 // edit writes body to comment id unless this process last wrote it there.

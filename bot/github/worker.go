@@ -15,6 +15,7 @@ type deliveryQueue interface {
 	PendingDeliveries(ctx context.Context, limit int) ([]store.Delivery, error)
 	FinishDelivery(ctx context.Context, source, id string, handleErr error) error
 	RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error
+	HoldDelivery(ctx context.Context, source, id, hold string, handleErr error) error
 }
 
 // Failpoints of the GitHub channel, for crash tests.
@@ -137,8 +138,19 @@ func (w *Worker) Run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return // stopped: the delivery stays pending for the next start
 				}
+				var held *InstallationError
+				if errors.As(herr, &held) {
+					// No retry can help: it waits for the installation's
+					// release (said once in the log by Installations).
+					w.log.Debug("delivery held", "delivery", d.ID, "event", d.Event, "installation", held.ID, "err", herr)
+					if err := w.queue.HoldDelivery(context.WithoutCancel(ctx), d.Source, d.ID, held.Hold(), herr); err != nil {
+						w.log.Error("holding a delivery failed", "delivery", d.ID, "err", err)
+					}
+					return
+				}
 				var later *RetryLater
-				if errors.As(herr, &later) && d.Attempts+1 < MaxAttempts {
+				// GitHub's own "wait" is never given up on.
+				if errors.As(herr, &later) && (later.Limited || d.Attempts+1 < MaxAttempts) {
 					w.log.Warn("handling a delivery postponed", "delivery", d.ID, "event", d.Event, "retry_in", later.After, "err", herr)
 					// Due by the time package's clock, which the store reads
 					// by default and the wake-up timer runs on (tests run the

@@ -113,6 +113,7 @@ func newGitHubApp(ctx context.Context, cfg githubConfig, o *owner, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	app.Installations().Log = log
 	replies := commenter(ctx, app, log)
 	replies.Redactor = cfg.redact
 	rl := ghbot.NewRelay(o.db, replies, log)
@@ -168,8 +169,27 @@ func (g *githubApp) serve(ctx context.Context, o *owner, mux *http.ServeMux) (do
 		Replies: g.replies,
 		Queue:   o.db,
 		Log:     log,
+
+		Installations: app.Installations(),
 	}
 	w := ghbot.NewWorker(o.db, cfg.workers, log, h.Handle)
+	// An installation back (an installation event) takes up its held
+	// deliveries and comments; so does a start, since a previous process
+	// may have held work for an installation that came back meanwhile.
+	app.Installations().OnRelease(func(id int64) {
+		if _, err := o.db.ReleaseDeliveries(ctx, ghbot.InstallationHold(id)); err != nil {
+			log.Error("releasing the deliveries of an installation failed", "installation", id, "err", err)
+		}
+		w.Wake()
+		if err := g.relay.Release(ctx, id); err != nil {
+			log.Error("releasing the PR comments of an installation failed", "installation", id, "err", err)
+		}
+	})
+	if n, err := o.db.ReleaseDeliveries(ctx, ""); err != nil {
+		log.Error("releasing held deliveries failed", "err", err)
+	} else if n > 0 {
+		log.Info("deliveries held by the previous process are tried again", "deliveries", n)
+	}
 	w.GiveUp = h.GiveUp
 	w.Failpoint = failpoint()
 	mux.Handle("POST /webhooks/github", ghbot.NewIntake(strconv.FormatInt(cfg.appID, 10), cfg.secret, o.db, log, w.Wake))
@@ -197,6 +217,7 @@ var writePace = time.Second
 func commenter(ctx context.Context, app *ghbot.App, log *slog.Logger) *ghbot.Commenter {
 	c := ghbot.NewCommenter(app.Installation)
 	c.Pace = writePace
+	c.AppID = app.ID()
 	login, err := app.Login(ctx)
 	if err != nil {
 		log.Warn("reading the App's login failed; the bot's comments are recognised by their markers alone", "err", err)

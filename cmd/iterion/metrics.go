@@ -77,8 +77,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // metricsHandler serves /metrics: the store's figures and the Go runtime's.
-func metricsHandler(db *store.DB, log *slog.Logger) http.Handler {
+// Channels add their own collectors (the GitHub App's refused
+// installations).
+func metricsHandler(db *store.DB, log *slog.Logger, more ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(db, log))
+	reg.MustRegister(more...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

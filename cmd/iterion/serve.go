@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -160,7 +161,11 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.Handle("GET /metrics", metricsHandler(o.db, log))
+	var channelMetrics []prometheus.Collector
+	if gh != nil {
+		channelMetrics = append(channelMetrics, gh.app.Installations().Collector())
+	}
+	mux.Handle("GET /metrics", metricsHandler(o.db, log, channelMetrics...))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := o.db.Runs(r.Context(), engine.RunFilter{Limit: 1}); err != nil {
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)

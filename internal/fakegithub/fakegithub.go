@@ -35,13 +35,36 @@ const Token = "ghs_FakeInstallationToken0123456789abcde"
 // BotLogin is the App's login on comments it writes.
 const BotLogin = "iterion[bot]"
 
+// AppID is the id of the App the fake serves (GET /app), which owns the
+// check runs the bot creates.
+const AppID = 123
+
 // PR is a pull request.
 type PR struct {
 	State                string // "open" (default) or "closed"
 	HeadSHA, HeadRef     string
 	BaseRef, Title, Body string
 	HeadRepo             string // "owner/repo" of the head; a fork's differs
+	// HeadRepoDeleted makes head.repo null, as GitHub shows a PR whose
+	// fork was deleted.
+	HeadRepoDeleted bool
 }
+
+// Installation is what the token endpoint answers for the installation,
+// as GitHub does.
+type Installation int
+
+const (
+	// Installed mints tokens.
+	Installed Installation = iota
+	// Suspended answers 403: the installation was suspended.
+	Suspended
+	// Uninstalled answers 404: the App was uninstalled.
+	Uninstalled
+	// KeyRejected answers 401: the App's JWT is refused (a revoked key,
+	// or the server's clock off).
+	KeyRejected
+)
 
 // Comment is an issue comment.
 type Comment struct {
@@ -64,6 +87,8 @@ type CheckRun struct {
 	Title, Summary         string
 	// History is every status/conclusion the check run had, in order.
 	History []string
+	// AppID is the App that owns it: AppID for the bot's.
+	AppID int64
 }
 
 // Call is one request the fake served.
@@ -93,8 +118,10 @@ type Server struct {
 	// tokens expire by the real clock: the App's token cache reads it.)
 	Clock func() time.Time
 
-	mu        sync.Mutex
-	fail      func(w http.ResponseWriter, r *http.Request) bool
+	mu           sync.Mutex
+	installation Installation
+	remaining    int // calls left in the rate-limit window
+	fail         func(w http.ResponseWriter, r *http.Request) bool
 	nextID    int64
 	comments  []*Comment
 	reactions []string // "<comment id>:<content>"
@@ -109,7 +136,7 @@ func New(t testing.TB, owner, repo string) *Server {
 	s := &Server{
 		t: t, Owner: owner, Repo: repo, DefaultBranch: "main",
 		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{},
-		nextID: 1000, changed: make(chan struct{}),
+		nextID: 1000, changed: make(chan struct{}), remaining: rateLimit,
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -173,6 +200,68 @@ func (s *Server) SetFail(f func(w http.ResponseWriter, r *http.Request) bool) {
 	s.mu.Lock()
 	s.fail = f
 	s.mu.Unlock()
+}
+
+// SetInstallation sets what the token endpoint answers from now on. A
+// token already handed out keeps working, as GitHub's does until it
+// expires, unless the App was uninstalled or suspended, which revokes it.
+func (s *Server) SetInstallation(st Installation) {
+	s.mu.Lock()
+	s.installation = st
+	s.mu.Unlock()
+}
+
+// rateLimit is the fake's primary limit per window, an installation's
+// minimum on github.com.
+const rateLimit = 5000
+
+// WritePrimaryLimit answers as GitHub does when the primary rate limit
+// is used up: status 403 or 429, x-ratelimit-remaining 0 and the reset
+// time.
+func WritePrimaryLimit(w http.ResponseWriter, status int, reset time.Time) {
+	h := w.Header()
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(rateLimit))
+	h.Set("X-Ratelimit-Remaining", "0")
+	h.Set("X-Ratelimit-Used", strconv.Itoa(rateLimit))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	h.Set("X-Ratelimit-Resource", "core")
+	writeError(w, status, "API rate limit exceeded for installation ID 42.", "rest/using-the-rest-api/rate-limits-for-the-rest-api#about-primary-rate-limits")
+}
+
+// WriteSecondaryLimit answers as GitHub does for a secondary rate limit:
+// status 403 or 429, calls left in the primary window, and Retry-After
+// when retryAfter is above 0 (GitHub does not always send it).
+func WriteSecondaryLimit(w http.ResponseWriter, status int, retryAfter int) {
+	h := w.Header()
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(rateLimit))
+	h.Set("X-Ratelimit-Remaining", "4990")
+	h.Set("X-Ratelimit-Used", "10")
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	h.Set("X-Ratelimit-Resource", "core")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	writeError(w, status, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", "rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits")
+}
+
+// AddCheckRun adds a check run on sha as another App (appID) made it,
+// and returns its id.
+func (s *Server) AddCheckRun(appID int64, sha, name, externalID, status, conclusion string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	s.checks = append(s.checks, &CheckRun{ID: s.nextID, Name: name, HeadSHA: sha, ExternalID: externalID, Status: status, Conclusion: conclusion, AppID: appID})
+	s.changedLocked()
+	return s.nextID
+}
+
+// DeleteComment deletes a comment, as someone with the rights can on
+// GitHub; editing it then answers 404.
+func (s *Server) DeleteComment(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.comments = slices.DeleteFunc(s.comments, func(c *Comment) bool { return c.ID == id })
+	s.changedLocked()
 }
 
 // Sign returns the X-Hub-Signature-256 of payload under secret.
@@ -309,21 +398,44 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	fail := s.fail
+	inst := s.installation
+	s.remaining = max(s.remaining-1, 0)
+	remaining := s.remaining
 	s.mu.Unlock()
 	if fail != nil && fail(rec, r) {
 		return
 	}
+	// Every REST answer carries the primary limit's state, as GitHub's do.
+	h := rec.Header()
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(rateLimit))
+	h.Set("X-Ratelimit-Remaining", strconv.Itoa(remaining))
+	h.Set("X-Ratelimit-Used", strconv.Itoa(rateLimit-remaining))
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Truncate(time.Hour).Unix(), 10))
+	h.Set("X-Ratelimit-Resource", "core")
 	if r.URL.Path == "/app" && r.Method == http.MethodGet {
+		if inst == KeyRejected {
+			writeError(rec, http.StatusUnauthorized, "A JSON web token could not be decoded", "rest")
+			return
+		}
 		// Asked as the App (a JWT), not as an installation.
-		writeJSON(rec, http.StatusOK, map[string]any{"id": 123, "slug": strings.TrimSuffix(BotLogin, "[bot]"), "name": "iterion"})
+		writeJSON(rec, http.StatusOK, map[string]any{"id": AppID, "slug": strings.TrimSuffix(BotLogin, "[bot]"), "name": "iterion"})
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/app/installations/") && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens") {
-		writeJSON(rec, http.StatusCreated, map[string]any{"token": Token, "expires_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
+		switch inst {
+		case Suspended:
+			writeError(rec, http.StatusForbidden, "This installation has been suspended", "rest/apps/apps#create-an-installation-access-token-for-an-app")
+		case Uninstalled:
+			writeError(rec, http.StatusNotFound, "Not Found", "rest/apps/apps#create-an-installation-access-token-for-an-app")
+		case KeyRejected:
+			writeError(rec, http.StatusUnauthorized, "'Issued at' claim ('iat') must be an Integer representing a time in the past", "rest")
+		default:
+			writeJSON(rec, http.StatusCreated, map[string]any{"token": Token, "expires_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
+		}
 		return
 	}
-	if a := r.Header.Get("Authorization"); a != "token "+Token && a != "Bearer "+Token {
-		writeJSON(rec, http.StatusUnauthorized, map[string]any{"message": "Bad credentials"})
+	if a := r.Header.Get("Authorization"); (a != "token "+Token && a != "Bearer "+Token) || inst == Suspended || inst == Uninstalled {
+		writeError(rec, http.StatusUnauthorized, "Bad credentials", "rest")
 		return
 	}
 	prefix := "/repos/" + s.Owner + "/" + s.Repo + "/"
@@ -343,8 +455,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.contents(rec, r, strings.Join(parts[1:], "/"))
 	case len(parts) == 3 && parts[0] == "collaborators" && parts[2] == "permission" && r.Method == http.MethodGet:
 		s.mu.Lock()
-		perm := cmp.Or(s.Perms[parts[1]], "none")
+		perm, ok := s.Perms[parts[1]]
 		s.mu.Unlock()
+		if !ok {
+			// GitHub: 404 for a login that is not a user.
+			writeError(rec, http.StatusNotFound, "Not Found", "rest/collaborators/collaborators#get-repository-permissions-for-a-user")
+			return
+		}
 		writeJSON(rec, http.StatusOK, map[string]any{"permission": perm, "user": map[string]any{"login": parts[1]}})
 	case len(parts) == 2 && parts[0] == "pulls" && r.Method == http.MethodGet:
 		s.pull(rec, atoi(parts[1]))
@@ -369,7 +486,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) unserved(w http.ResponseWriter, r *http.Request) {
 	s.t.Errorf("fake GitHub: unexpected call %s %s", r.Method, r.URL)
-	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	writeError(w, http.StatusNotFound, "Not Found", "rest")
+}
+
+// writeError answers an error as GitHub does: a message and the
+// documentation's address.
+func writeError(w http.ResponseWriter, code int, message, doc string) {
+	writeJSON(w, code, map[string]any{"message": message, "documentation_url": "https://docs.github.com/" + doc})
 }
 
 type recorder struct {
@@ -398,7 +521,7 @@ func (s *Server) contents(w http.ResponseWriter, r *http.Request, path string) {
 	text, ok := s.Files[path]
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		writeError(w, http.StatusNotFound, "Not Found", "rest")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"type": "file", "path": path, "size": len(text), "encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(text))})
@@ -409,14 +532,18 @@ func (s *Server) pull(w http.ResponseWriter, n int) {
 	pr, ok := s.PRs[n]
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		writeError(w, http.StatusNotFound, "Not Found", "rest")
 		return
 	}
 	full := s.Owner + "/" + s.Repo
+	var headRepo any = map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}
+	if pr.HeadRepoDeleted {
+		headRepo = nil
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
 		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
-		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}},
+		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": headRepo},
 		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
 	})
 }
@@ -433,18 +560,16 @@ func (s *Server) commentJSON(c *Comment) map[string]any {
 	}
 }
 
-// listComments pages comments like GitHub: oldest first by default,
-// newest first with direction=desc, and only those updated at or after
+// listComments pages comments like GitHub: oldest first, always (the
+// endpoint has no sort or direction), and only those updated at or after
 // since.
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request, pr int) {
 	q := r.URL.Query()
-	per := cmp.Or(atoi(q.Get("per_page")), 30)
-	page := max(atoi(q.Get("page")), 1)
 	var since time.Time
 	if v := q.Get("since"); v != "" {
 		var err error
 		if since, err = time.Parse(time.RFC3339, v); err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "since: " + err.Error()})
+			writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\nsince: "+err.Error(), "rest/issues/comments#list-issue-comments")
 			return
 		}
 	}
@@ -456,9 +581,15 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, pr int) {
 		}
 	}
 	s.mu.Unlock()
-	if q.Get("direction") == "desc" {
-		slices.Reverse(list)
-	}
+	writeJSON(w, http.StatusOK, s.page(w, r, list))
+}
+
+// page cuts list to the page asked (per_page, at most 100, default 30;
+// page from 1) and links the next page as GitHub does.
+func (s *Server) page(w http.ResponseWriter, r *http.Request, list []map[string]any) []map[string]any {
+	q := r.URL.Query()
+	per := min(cmp.Or(atoi(q.Get("per_page")), 30), 100)
+	page := max(atoi(q.Get("page")), 1)
 	lo, hi := min((page-1)*per, len(list)), min(page*per, len(list))
 	if hi < len(list) {
 		next := *r.URL
@@ -467,27 +598,27 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, pr int) {
 		next.RawQuery = nq.Encode()
 		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, s.srv.URL, next.RequestURI()))
 	}
-	page1 := list[lo:hi]
-	if page1 == nil {
-		page1 = []map[string]any{}
+	out := list[lo:hi]
+	if out == nil {
+		out = []map[string]any{}
 	}
-	writeJSON(w, http.StatusOK, page1)
+	return out
 }
 
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
 	var in struct{ Body string }
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is required"})
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed: body is required", "rest/issues/comments#create-an-issue-comment")
 		return
 	}
 	if len(in.Body) > 65536 {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is too long (maximum is 65536 characters)"})
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed: Body is too long (maximum is 65536 characters)", "rest/issues/comments#create-an-issue-comment")
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.PRs[pr]; !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		writeError(w, http.StatusNotFound, "Not Found", "rest")
 		return
 	}
 	s.nextID++
@@ -499,7 +630,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
 func (s *Server) editComment(w http.ResponseWriter, r *http.Request, id int64) {
 	var in struct{ Body string }
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" || len(in.Body) > 65536 {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Body is invalid"})
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed: body is invalid", "rest/issues/comments#update-an-issue-comment")
 		return
 	}
 	s.mu.Lock()
@@ -507,16 +638,17 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request, id int64) {
 	for _, c := range s.comments {
 		if c.ID == id {
 			if !c.Bot {
-				writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
+				writeError(w, http.StatusForbidden, "Resource not accessible by integration", "rest/issues/comments#update-an-issue-comment")
 				return
 			}
 			c.Body = in.Body
 			c.Edits++
+			c.UpdatedAt = s.now().UTC()
 			writeJSON(w, http.StatusOK, s.commentJSON(c))
 			return
 		}
 	}
-	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	writeError(w, http.StatusNotFound, "Not Found", "rest")
 }
 
 func (s *Server) react(w http.ResponseWriter, r *http.Request, id int64) {
@@ -525,7 +657,7 @@ func (s *Server) react(w http.ResponseWriter, r *http.Request, id int64) {
 	switch in.Content {
 	case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes":
 	default:
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "content is not a reaction"})
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed: content is not included in the list", "rest/reactions/reactions#create-reaction-for-an-issue-comment")
 		return
 	}
 	s.mu.Lock()
@@ -553,30 +685,48 @@ type checkIn struct {
 }
 
 func (s *Server) checkJSON(c *CheckRun) map[string]any {
+	app := map[string]any{"id": AppID, "slug": "iterion"}
+	if c.AppID != AppID {
+		app = map[string]any{"id": c.AppID, "slug": fmt.Sprintf("other-app-%d", c.AppID)}
+	}
 	return map[string]any{
 		"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "external_id": c.ExternalID,
-		"status": c.Status, "conclusion": c.Conclusion, "details_url": c.DetailsURL,
-		"app": map[string]any{"id": 123, "slug": "iterion"},
+		"status": c.Status, "conclusion": c.Conclusion, "details_url": c.DetailsURL, "app": app,
 	}
 }
 
+// listChecks lists a commit's check runs as GitHub does: newest first,
+// by check_name and app_id when given, only the latest of each name and
+// App unless filter=all, paged.
 func (s *Server) listChecks(w http.ResponseWriter, r *http.Request, ref string) {
-	name := r.URL.Query().Get("check_name")
+	q := r.URL.Query()
+	name := q.Get("check_name")
+	app := int64(atoi(q.Get("app_id")))
+	filter := cmp.Or(q.Get("filter"), "latest")
+	if filter != "latest" && filter != "all" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\nfilter must be latest or all", "rest/checks/runs#list-check-runs-for-a-git-reference")
+		return
+	}
 	s.mu.Lock()
 	var runs []map[string]any
-	for _, c := range s.checks {
-		if c.HeadSHA == ref && (name == "" || c.Name == name) {
-			runs = append(runs, s.checkJSON(c))
+	seen := map[string]bool{}
+	for _, c := range slices.Backward(s.checks) {
+		if c.HeadSHA != ref || (name != "" && c.Name != name) || (app != 0 && c.AppID != app) {
+			continue
 		}
+		key := fmt.Sprint(c.AppID, "/", c.Name)
+		if filter == "latest" && seen[key] {
+			continue
+		}
+		seen[key] = true
+		runs = append(runs, s.checkJSON(c))
 	}
 	s.mu.Unlock()
-	if runs == nil {
-		runs = []map[string]any{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
+	total := len(runs)
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": total, "check_runs": s.page(w, r, runs)})
 }
 
-func (s *Server) applyCheck(c *CheckRun, in checkIn) string {
+func (s *Server) applyCheck(c *CheckRun, in checkIn, creating bool) string {
 	if in.Status != "" {
 		if c.Status == "completed" && in.Status != "completed" {
 			return "a completed check run cannot be set back to " + in.Status
@@ -594,7 +744,12 @@ func (s *Server) applyCheck(c *CheckRun, in checkIn) string {
 	}
 	c.DetailsURL = cmp.Or(in.DetailsURL, c.DetailsURL)
 	if in.Output != nil {
-		if len([]rune(in.Output.Summary)) > 65535 {
+		switch {
+		case creating && in.Output.Title == "":
+			return "output.title is required"
+		case in.Output.Summary == "":
+			return "output.summary is required"
+		case len([]rune(in.Output.Summary)) > 65535:
 			return "output.summary is too long (maximum is 65535 characters)"
 		}
 		c.Title, c.Summary = in.Output.Title, in.Output.Summary
@@ -606,15 +761,15 @@ func (s *Server) applyCheck(c *CheckRun, in checkIn) string {
 func (s *Server) createCheck(w http.ResponseWriter, r *http.Request) {
 	var in checkIn
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.HeadSHA == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "name and head_sha are required"})
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\nname and head_sha are required", "rest/checks/runs#create-a-check-run")
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	c := &CheckRun{ID: s.nextID, Name: in.Name, HeadSHA: in.HeadSHA, ExternalID: in.ExternalID, Status: "queued"}
-	if msg := s.applyCheck(c, in); msg != "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": msg})
+	c := &CheckRun{ID: s.nextID, Name: in.Name, HeadSHA: in.HeadSHA, ExternalID: in.ExternalID, Status: "queued", AppID: AppID}
+	if msg := s.applyCheck(c, in, true); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+msg, "rest/checks/runs#create-a-check-run")
 		return
 	}
 	s.checks = append(s.checks, c)
@@ -624,17 +779,21 @@ func (s *Server) createCheck(w http.ResponseWriter, r *http.Request) {
 func (s *Server) updateCheck(w http.ResponseWriter, r *http.Request, id int64) {
 	var in checkIn
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": err.Error()})
+		writeError(w, http.StatusUnprocessableEntity, "Problems parsing JSON", "rest/checks/runs#update-a-check-run")
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.checks {
 		if c.ID == id {
+			if c.AppID != AppID {
+				writeError(w, http.StatusForbidden, "Resource not accessible by integration", "rest/checks/runs#update-a-check-run")
+				return
+			}
 			next := *c
 			next.History = slices.Clone(c.History)
-			if msg := s.applyCheck(&next, in); msg != "" {
-				writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": msg})
+			if msg := s.applyCheck(&next, in, false); msg != "" {
+				writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n"+msg, "rest/checks/runs#update-a-check-run")
 				return
 			}
 			*c = next
@@ -642,7 +801,7 @@ func (s *Server) updateCheck(w http.ResponseWriter, r *http.Request, id int64) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	writeError(w, http.StatusNotFound, "Not Found", "rest")
 }
 
 func (s *Server) git(w http.ResponseWriter, r *http.Request) {

@@ -2,8 +2,11 @@ package fakegithub
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,8 +46,9 @@ func TestFakeKeepsGitHubsRules(t *testing.T) {
 		t.Errorf("history = %v", got)
 	}
 
-	// The App edits only its own comments; comments page newest first
-	// with direction=desc and filter by since.
+	// The App edits only its own comments; comments come oldest first
+	// whatever the direction asked (the endpoint has none) and filter by
+	// since.
 	mine, _, err := c.Issues.CreateComment(ctx, "acme", "app", 7, &gh.IssueComment{Body: gh.String("bot")})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +61,7 @@ func TestFakeKeepsGitHubsRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, _, err := c.Issues.ListComments(ctx, "acme", "app", 7, &gh.IssueListCommentsOptions{Direction: gh.String("desc")})
-	if err != nil || len(list) != 2 || list[0].GetID() != theirs.ID || list[1].GetBody() != "edited" {
+	if err != nil || len(list) != 2 || list[0].GetBody() != "edited" || list[1].GetID() != theirs.ID {
 		t.Errorf("list = %v, %v", list, err)
 	}
 	future := time.Now().Add(time.Hour)
@@ -97,5 +101,117 @@ func TestFakeClock(t *testing.T) {
 		if err != nil || len(list) != tc.want {
 			t.Errorf("since %s: %d comments, %v; want %d", tc.since, len(list), err, tc.want)
 		}
+	}
+}
+
+// The fake answers as GitHub documents: errors with a message and the
+// documentation's address, rate-limit headers on every answer, the token
+// endpoint's failures, edits that move updated_at, check runs of other
+// Apps, the latest filter and paging, required output fields, a deleted
+// fork, and unknown users.
+func TestFakeAnswersAsDocumented(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := at
+	s := New(t, "acme", "app")
+	s.Clock = func() time.Time { return now }
+	s.PRs[7] = &PR{HeadSHA: "abc", HeadRepoDeleted: true}
+	s.Perms["ana"] = "write"
+	c := client(t, s)
+	ctx := context.Background()
+
+	_, resp, err := c.PullRequests.Get(ctx, "acme", "app", 99)
+	var er *gh.ErrorResponse
+	if !errors.As(err, &er) || er.Message != "Not Found" || !strings.HasPrefix(er.DocumentationURL, "https://docs.github.com/") {
+		t.Errorf("a missing PR: %v, want a message and a documentation_url", err)
+	}
+	for _, h := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Used", "X-Ratelimit-Reset", "X-Ratelimit-Resource"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("an answer without %s", h)
+		}
+	}
+	if resp.Rate.Limit != 5000 || resp.Rate.Remaining >= 5000 {
+		t.Errorf("rate = %+v", resp.Rate)
+	}
+	if pr, _, err := c.PullRequests.Get(ctx, "acme", "app", 7); err != nil || pr.GetHead().Repo != nil {
+		t.Errorf("a PR of a deleted fork: head.repo = %v, %v; want null", pr.GetHead().Repo, err)
+	}
+	if _, resp, err := c.Repositories.GetPermissionLevel(ctx, "acme", "app", "nobody"); err == nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown user's permission: %v, want 404", err)
+	}
+
+	// Tokens: each failure as GitHub answers it.
+	for st, want := range map[Installation]int{Installed: 201, Suspended: 403, Uninstalled: 404, KeyRejected: 401} {
+		s.SetInstallation(st)
+		resp, err := http.Post(s.URL()+"app/installations/42/access_tokens", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("token with installation state %d: %d, want %d", st, resp.StatusCode, want)
+		}
+	}
+	s.SetInstallation(Uninstalled)
+	if _, resp, _ := c.PullRequests.Get(ctx, "acme", "app", 7); resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Error("a token of an uninstalled App still works")
+	}
+	s.SetInstallation(Installed)
+
+	// An edit moves updated_at.
+	cm, _, err := c.Issues.CreateComment(ctx, "acme", "app", 7, &gh.IssueComment{Body: gh.String("bot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = at.Add(time.Minute)
+	edited, _, err := c.Issues.EditComment(ctx, "acme", "app", cm.GetID(), &gh.IssueComment{Body: gh.String("again")})
+	if err != nil || !edited.GetUpdatedAt().Time.Equal(now) || !edited.GetCreatedAt().Time.Equal(at) {
+		t.Errorf("edited comment: created %v updated %v, %v; want %v and %v", edited.GetCreatedAt(), edited.GetUpdatedAt(), err, at, now)
+	}
+	s.DeleteComment(cm.GetID())
+	if _, resp, _ := c.Issues.EditComment(ctx, "acme", "app", cm.GetID(), &gh.IssueComment{Body: gh.String("x")}); resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Error("editing a deleted comment did not answer 404")
+	}
+
+	// Check runs: another App's are listed but not ours to update;
+	// output needs a title on create and a summary on update.
+	foreign := s.AddCheckRun(77, "abc", "iterion", "run-1", "in_progress", "")
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, "acme", "app", foreign, gh.UpdateCheckRunOptions{Name: "iterion", Status: gh.String("completed"), Conclusion: gh.String("success")}); err == nil {
+		t.Error("updated another App's check run")
+	}
+	if _, _, err := c.Checks.CreateCheckRun(ctx, "acme", "app", gh.CreateCheckRunOptions{Name: "iterion", HeadSHA: "abc", Output: &gh.CheckRunOutput{Summary: gh.String("s")}}); err == nil {
+		t.Error("created a check run whose output has no title")
+	}
+	first, _, err := c.Checks.CreateCheckRun(ctx, "acme", "app", gh.CreateCheckRunOptions{Name: "iterion", HeadSHA: "abc", ExternalID: gh.String("run-1"), Status: gh.String("in_progress")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, "acme", "app", first.GetID(), gh.UpdateCheckRunOptions{Name: "iterion", Output: &gh.CheckRunOutput{Title: gh.String("t")}}); err == nil {
+		t.Error("updated a check run's output without a summary")
+	}
+	second, _, err := c.Checks.CreateCheckRun(ctx, "acme", "app", gh.CreateCheckRunOptions{Name: "iterion", HeadSHA: "abc", ExternalID: gh.String("run-1"), Status: gh.String("in_progress")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(opts *gh.ListCheckRunsOptions) []int64 {
+		t.Helper()
+		res, _, err := c.Checks.ListCheckRunsForRef(ctx, "acme", "app", "abc", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, cr := range res.CheckRuns {
+			out = append(out, cr.GetID())
+		}
+		return out
+	}
+	if got := ids(&gh.ListCheckRunsOptions{}); !slices.Equal(got, []int64{second.GetID(), foreign}) {
+		t.Errorf("latest check runs = %v, want the newest of each App: %d, %d", got, second.GetID(), foreign)
+	}
+	if got := ids(&gh.ListCheckRunsOptions{Filter: gh.String("all"), AppID: gh.Int64(AppID)}); !slices.Equal(got, []int64{second.GetID(), first.GetID()}) {
+		t.Errorf("all of this App's check runs = %v", got)
+	}
+	res, resp, err := c.Checks.ListCheckRunsForRef(ctx, "acme", "app", "abc", &gh.ListCheckRunsOptions{Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 2}})
+	if err != nil || len(res.CheckRuns) != 2 || res.GetTotal() != 3 || resp.NextPage != 2 {
+		t.Errorf("a first page of 2: %d runs of %d, next page %d, %v", len(res.CheckRuns), res.GetTotal(), resp.NextPage, err)
 	}
 }

@@ -38,6 +38,7 @@ func RunBot(t *testing.T, open func(t *testing.T) BotStore) {
 		{"FinishDelivery", testFinishDelivery},
 		{"RetryDelivery", testRetryDelivery},
 		{"DeliveryBacklog", testDeliveryBacklog},
+		{"HoldDelivery", testHoldDelivery},
 		{"PendingDeliveriesLimit", testPendingDeliveriesLimit},
 		{"LaunchQueue", testLaunchQueue},
 		{"RecordPost", testRecordPost},
@@ -197,6 +198,59 @@ func testDeliveryBacklog(t *testing.T, s BotStore) {
 	b, err = s.DeliveryBacklog(ctx)
 	if want := (delivery.Backlog{Due: 2, Postponed: 1, Oldest: oldest}); err != nil || b.Due != want.Due || b.Postponed != want.Postponed || !b.Oldest.Equal(want.Oldest) {
 		t.Errorf("backlog = %+v, %v; want %+v", b, err, want)
+	}
+}
+
+func testHoldDelivery(t *testing.T, s BotStore) {
+	ctx := t.Context()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, err := s.RecordDelivery(ctx, delivery.Delivery{Source: "github/1", ID: id, Event: "issue_comment"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, hold := range map[string]string{"a": "installation/1", "b": "installation/2", "c": "installation/1"} {
+		if err := s.HoldDelivery(ctx, "github/1", id, hold, errors.New("uninstalled")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.HoldDelivery(ctx, "github/1", "d", "", nil); err == nil {
+		t.Error("HoldDelivery without a hold: no error")
+	}
+	if err := s.HoldDelivery(ctx, "github/1", "missing", "x", nil); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("holding an unknown delivery: err = %v, want ErrNotFound", err)
+	}
+	if diff := cmp.Diff([]string{"github/1 d"}, pendingIDs(t, s, 0)); diff != "" {
+		t.Errorf("pending with three held (-want +got):\n%s", diff)
+	}
+	if b, err := s.DeliveryBacklog(ctx); err != nil || b.Due != 1 || b.Held != 3 || b.Postponed != 0 {
+		t.Errorf("backlog = %+v, %v; want 1 due and 3 held", b, err)
+	}
+	n, err := s.ReleaseDeliveries(ctx, "installation/1")
+	if err != nil || n != 2 {
+		t.Fatalf("ReleaseDeliveries(installation/1) = %d, %v; want 2", n, err)
+	}
+	got := pendingIDs(t, s, 0)
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"github/1 a", "github/1 c", "github/1 d"}, got); diff != "" {
+		t.Errorf("pending after releasing installation/1 (-want +got):\n%s", diff)
+	}
+	p, _ := s.PendingDeliveries(ctx, 0)
+	for _, d := range p {
+		if d.ID == "a" && (d.Attempts != 1 || d.Error != "uninstalled" || d.Hold != "") {
+			t.Errorf("released delivery = %+v, want its attempt and error kept, no hold", d)
+		}
+	}
+	if n, err := s.ReleaseDeliveries(ctx, ""); err != nil || n != 1 {
+		t.Errorf("ReleaseDeliveries(\"\") = %d, %v; want the last one", n, err)
+	}
+	if n, err := s.ReleaseDeliveries(ctx, "installation/9"); err != nil || n != 0 {
+		t.Errorf("releasing a hold nobody has = %d, %v", n, err)
+	}
+	if err := s.FinishDelivery(ctx, "github/1", "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.DeliveryBacklog(ctx); err != nil || b.Due != 3 || b.Held != 0 {
+		t.Errorf("backlog at the end = %+v, %v; want 3 due", b, err)
 	}
 }
 
