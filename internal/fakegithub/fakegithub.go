@@ -122,13 +122,13 @@ type Server struct {
 	installation Installation
 	remaining    int // calls left in the rate-limit window
 	fail         func(w http.ResponseWriter, r *http.Request) bool
-	nextID    int64
-	comments  []*Comment
-	reactions []string // "<comment id>:<content>"
-	checks    []*CheckRun
-	calls     []Call
-	changed   chan struct{}
-	gitRoot   string
+	nextID       int64
+	comments     []*Comment
+	reactions    []string // "<comment id>:<content>"
+	checks       []*CheckRun
+	calls        []Call
+	changed      chan struct{}
+	gitRoot      string
 }
 
 // New starts a fake serving owner/repo on branch main.
