@@ -25,9 +25,10 @@ type deliveryRecorder interface {
 }
 
 // handledEvents are the event types the bot acts on; others are
-// acknowledged and ignored.
+// acknowledged and ignored, without being stored. (push is decoded, but
+// nothing reads it yet: it is stored once schedules refresh on it.)
 var handledEvents = map[string]bool{
-	"ping": true, "issue_comment": true, "pull_request": true, "push": true,
+	"ping": true, "issue_comment": true, "pull_request": true, "installation": true,
 }
 
 // Intake receives GitHub webhooks: it verifies the signature, stores the

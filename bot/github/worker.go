@@ -142,7 +142,10 @@ func (w *Worker) Run(ctx context.Context) {
 				if errors.As(herr, &held) {
 					// No retry can help: it waits for the installation's
 					// release (said once in the log by Installations).
-					w.log.Debug("delivery held", "delivery", d.ID, "event", d.Event, "installation", held.ID, "err", herr)
+					// GitHub sends no webhooks to an uninstalled or suspended
+					// installation: only those in flight are held, so each is
+					// worth its line.
+					w.log.Info("delivery held until its installation is back", "delivery", d.ID, "event", d.Event, "installation", held.ID)
 					if err := w.queue.HoldDelivery(context.WithoutCancel(ctx), d.Source, d.ID, held.Hold(), herr); err != nil {
 						w.log.Error("holding a delivery failed", "delivery", d.ID, "err", err)
 					}

@@ -15,14 +15,44 @@ import (
 // lockedBuffer is a writer the server's log goroutines and the test can
 // share.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{} // closed at the next write
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return l.b.Write(p)
+}
+
+// waitFor waits until the buffer holds substr, woken by each write, and
+// fails the test after timeout (a watchdog).
+func (l *lockedBuffer) waitFor(t testing.TB, timeout time.Duration, substr string) {
+	t.Helper()
+	watchdog := time.NewTimer(timeout)
+	defer watchdog.Stop()
+	for {
+		l.mu.Lock()
+		if strings.Contains(l.b.String(), substr) {
+			l.mu.Unlock()
+			return
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-watchdog.C:
+			t.Fatalf("waited %s for %q in the log", timeout, substr)
+		}
+	}
 }
 
 func (l *lockedBuffer) String() string {

@@ -21,7 +21,7 @@ type storeCollector struct {
 	db                       *store.DB
 	log                      *slog.Logger
 	runs, deliveries, outbox *prometheus.Desc
-	postponed, oldest        *prometheus.Desc
+	postponed, held, oldest  *prometheus.Desc
 }
 
 func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
@@ -31,6 +31,7 @@ func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
 		runs:       prometheus.NewDesc("iterion_runs", "Runs in the store, by status.", []string{"status"}, nil),
 		deliveries: prometheus.NewDesc("iterion_deliveries_pending", "Deliveries (webhooks) stored and not yet handled, postponed ones included.", nil, nil),
 		postponed:  prometheus.NewDesc("iterion_deliveries_postponed", "Deliveries waiting for the time their channel gave (a rate limit).", nil, nil),
+		held:       prometheus.NewDesc("iterion_deliveries_held", "Deliveries held for an installation GitHub mints no token for, until it is back.", nil, nil),
 		oldest:     prometheus.NewDesc("iterion_deliveries_oldest_age_seconds", "Age of the oldest delivery not yet handled; 0 when none.", nil, nil),
 		outbox:     prometheus.NewDesc("iterion_outbox_rows", "Side effects (PR comments) not yet performed.", nil, nil),
 	}
@@ -40,6 +41,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.runs
 	ch <- c.deliveries
 	ch <- c.postponed
+	ch <- c.held
 	ch <- c.oldest
 	ch <- c.outbox
 }
@@ -65,8 +67,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		if !b.Oldest.IsZero() {
 			age = max(time.Since(b.Oldest).Seconds(), 0)
 		}
-		ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(b.Due+b.Postponed))
+		ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(b.Due+b.Postponed+b.Held))
 		ch <- prometheus.MustNewConstMetric(c.postponed, prometheus.GaugeValue, float64(b.Postponed))
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(b.Held))
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 	} else {
 		c.log.Error("metrics: counting pending deliveries failed", "err", err)

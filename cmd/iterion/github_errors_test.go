@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iterion-bot/iterion/backends/fakellm"
+	"github.com/iterion-bot/iterion/internal/fakegithub"
+)
+
+// askingReview is the review agent's script: it asks one question, waits
+// for its answer, then gives its verdict.
+func askingReview() *fakellm.Script {
+	has := true
+	return &fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "ask", Match: fakellm.Match{System: "You review pull requests", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
+			{Name: "ask_user_async", Input: map[string]any{"question": "Should I check the docs too?"}},
+		}},
+		{Name: "wait", Match: fakellm.Match{ToolResultFor: "ask_user_async"}, ToolCalls: []fakellm.ToolCall{{Name: "await_answers"}}},
+		{Name: "verdict", Match: fakellm.Match{ToolResultFor: "await_answers", HasToolResult: &has}, Text: `{"summary": "LGTM"}`},
+	}}
+}
+
+// deliverEvent posts a signed webhook of any event.
+func (h *ghHarness) deliverEvent(event, id string, payload []byte) {
+	h.t.Helper()
+	req, _ := http.NewRequest("POST", h.base+"/webhooks/github", bytes.NewReader(payload))
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", fakegithub.Sign(h.secret, payload))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		h.t.Fatalf("webhook %s = %d, want 202", id, resp.StatusCode)
+	}
+}
+
+func installationPayload(action string) []byte {
+	p, _ := json.Marshal(map[string]any{
+		"action":       action,
+		"installation": map[string]any{"id": 42, "account": map[string]any{"login": "acme"}},
+		"sender":       map[string]any{"login": "acme-admin", "type": "User"},
+	})
+	return p
+}
+
+// answerOverAPI answers a run's only pending question through REST.
+func (h *ghHarness) answerOverAPI(runID, text string) {
+	h.t.Helper()
+	ids := h.pendingIDs(runID)
+	if len(ids) != 1 {
+		h.t.Fatalf("run %s has pending questions %v, want one", runID, ids)
+	}
+	body, _ := json.Marshal(map[string]string{"answer": text})
+	req, _ := http.NewRequest("POST", h.base+"/api/runs/"+runID+"/interactions/"+ids[0]+"/answer", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		h.t.Fatalf("answer = %d: %s", resp.StatusCode, b)
+	}
+}
+
+// pausedOnItsQuestion starts a review on PR 7 and waits until it waits for
+// its question, shown on the PR with the check run asking for action.
+func (h *ghHarness) pausedOnItsQuestion() string {
+	h.t.Helper()
+	h.comment("ana", "/iterion run review")
+	runID := h.startedRun()
+	h.botComment("**Question Q1**")
+	h.fake.WaitFor(30*time.Second, "the check run to ask for action", func() bool {
+		cr := h.fake.CheckRuns()
+		return len(cr) > 0 && slices.Contains(cr[len(cr)-1].History, "completed/action_required")
+	})
+	return runID
+}
+
+// metric reads one line of serve's /metrics.
+func (h *ghHarness) metric(name string) string {
+	h.t.Helper()
+	resp, err := http.Get(h.base + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// Someone deletes the run's status comment mid-run: it is posted again
+// with its new id, and the rest of the update goes on (the check run
+// completes).
+func TestServeGitHubStatusCommentDeleted(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.model(askingReview())
+	h.start()
+	runID := h.pausedOnItsQuestion()
+	status := h.botComment("<!-- iterion:status-" + runID + " -->")
+	h.fake.DeleteComment(status.ID)
+
+	h.answerOverAPI(runID, "yes")
+	final := h.finished(runID)
+	if final.ID == status.ID {
+		t.Errorf("the final status is the deleted comment %d", status.ID)
+	}
+	h.fake.WaitFor(30*time.Second, "a successful check run", func() bool {
+		cr := h.fake.CheckRuns()
+		return cr[len(cr)-1].Conclusion == "success"
+	})
+	if n := len(h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")); n != 1 {
+		t.Errorf("%d status comments, want the one posted again", n)
+	}
+}
+
+// The App is uninstalled mid-run, then installed again. Meanwhile the
+// run's comments and a new comment's handling are held: nothing is asked
+// of GitHub, /metrics says so, and it is logged once. The installation
+// event releases them, and the run's end reaches the PR.
+func TestServeGitHubUninstalledThenReinstalled(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.model(askingReview())
+	h.start()
+	runID := h.pausedOnItsQuestion()
+
+	h.fake.SetInstallation(fakegithub.Uninstalled)
+	h.deliverEvent("installation", "inst-deleted", installationPayload("deleted"))
+	h.logs.waitFor(t, 30*time.Second, "GitHub installation refused")
+	if got := h.metric(`iterion_github_installations_refused{status="404"}`); got != "1" {
+		t.Errorf("refused installations (404) = %q, want 1", got)
+	}
+	before := len(h.fake.Calls())
+	h.answerOverAPI(runID, "yes")
+	h.logs.waitFor(t, 30*time.Second, `msg="run ended" run=`+runID+" status=finished")
+	h.comment("ana", "/iterion status")
+	h.logs.waitFor(t, 30*time.Second, "delivery held until its installation is back")
+	if got := h.metric("iterion_deliveries_held"); got != "1" {
+		t.Errorf("iterion_deliveries_held = %q, want 1", got)
+	}
+	for _, c := range h.fake.Calls()[before:] {
+		if !strings.HasPrefix(c.Path, "/git/") {
+			t.Errorf("a call to GitHub while uninstalled: %s %s", c.Method, c.Path)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "GitHub installation refused"); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once", n)
+	}
+
+	h.fake.SetInstallation(fakegithub.Installed)
+	h.deliverEvent("installation", "inst-created", installationPayload("created"))
+	h.finished(runID)
+	h.fake.WaitFor(30*time.Second, "a successful check run", func() bool {
+		cr := h.fake.CheckRuns()
+		return cr[len(cr)-1].Conclusion == "success"
+	})
+	h.botComment("run `" + runID + "`") // the held /iterion status answered
+	if h.metric(`iterion_github_installations_refused{status="404"}`) != "0" {
+		t.Error("the installation is still counted as refused")
+	}
+}
+
+// A check run of another App with the same name and external id is not
+// taken for the bot's: the bot makes its own, and leaves the other alone.
+func TestServeGitHubForeignCheckRun(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.model(askingReview())
+	h.start()
+	h.comment("ana", "/iterion run review")
+	runID := h.startedRun()
+	foreign := h.fake.AddCheckRun(77, h.head, "iterion / review", runID, "in_progress", "")
+	h.botComment("**Question Q1**")
+	h.answerOverAPI(runID, "yes")
+	h.finished(runID)
+	h.fake.WaitFor(30*time.Second, "the bot's successful check run", func() bool {
+		for _, cr := range h.fake.CheckRuns() {
+			if cr.AppID == fakegithub.AppID && cr.Conclusion == "success" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, cr := range h.fake.CheckRuns() {
+		if cr.ID == foreign && (cr.Status != "in_progress" || len(cr.History) != 0) {
+			t.Errorf("the other App's check run was changed: %+v", cr)
+		}
+	}
+}
+
+// Rate limits through serve: a secondary limit without Retry-After
+// postpones the write by a minute, and a 429 primary limit until its
+// reset; neither is given up.
+func TestServeGitHubRateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+		retry string
+	}{
+		{"secondary without Retry-After", func(w http.ResponseWriter) { fakegithub.WriteSecondaryLimit(w, http.StatusForbidden, 0) }, "(retry in 1m0s)"},
+		{"429 primary", func(w http.ResponseWriter) {
+			fakegithub.WritePrimaryLimit(w, http.StatusTooManyRequests, time.Now().Add(30*time.Minute))
+		}, "GitHub's rate limit (429), until"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newGHHarness(t, nil)
+			var limited atomic.Int32
+			h.fake.SetFail(func(w http.ResponseWriter, r *http.Request) bool {
+				// The first comment the bot writes is refused.
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/comments") && limited.Add(1) == 1 {
+					tc.write(w)
+					return true
+				}
+				return false
+			})
+			h.start()
+			h.comment("ana", "/iterion help")
+			h.logs.waitFor(t, 30*time.Second, tc.retry)
+			h.logs.waitFor(t, 30*time.Second, "handling a delivery postponed")
+			// Postponed, not failed: it is still to handle.
+			if got := h.metric("iterion_deliveries_postponed"); got != "1" {
+				t.Errorf("iterion_deliveries_postponed = %q, want 1", got)
+			}
+			if n := limited.Load(); n != 1 {
+				t.Errorf("%d writes made while limited, want 1", n)
+			}
+		})
+	}
+}
