@@ -13,6 +13,8 @@ const (
 	TriggerComment     = "comment"      // a PR comment with /iterion commands (or near misses)
 	TriggerPullRequest = "pull_request" // a PR opened, updated or reopened
 	TriggerPush        = "push"         // a branch push
+	// TriggerRerun is a click on a check run's (or suite's) Re-run.
+	TriggerRerun = "rerun"
 	// TriggerInstallation is the App installed, uninstalled, suspended or
 	// unsuspended on an account (Action says which).
 	TriggerInstallation = "installation"
@@ -50,6 +52,9 @@ type Trigger struct {
 	CommentAt time.Time
 	// PullRequest is the pull request a pull_request event carries.
 	PullRequest *gh.PullRequest
+	// RerunID is the run a Re-run click on its check run asks to run
+	// again (the check run's external id); empty for a whole suite's.
+	RerunID string
 }
 
 // Ignored is the error of a delivery the bot has nothing to do with; its
@@ -74,7 +79,7 @@ func ignored(format string, args ...any) error {
 // *Ignored; a payload that does not parse is an ordinary error.
 func Decode(event string, payload []byte) (Trigger, error) {
 	switch event {
-	case "issue_comment", "pull_request", "push", "ping", "installation":
+	case "issue_comment", "pull_request", "push", "ping", "installation", "check_run", "check_suite":
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}
@@ -93,6 +98,10 @@ func Decode(event string, payload []byte) (Trigger, error) {
 		return Trigger{}, ignored("ping")
 	case *gh.InstallationEvent:
 		return decodeInstallation(e)
+	case *gh.CheckRunEvent:
+		return decodeCheckRun(e)
+	case *gh.CheckSuiteEvent:
+		return decodeCheckSuite(e)
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}
@@ -169,6 +178,54 @@ func decodePullRequest(e *gh.PullRequestEvent) (Trigger, error) {
 	t.HeadSHA = pr.GetHead().GetSHA()
 	t.HeadRef = pr.GetHead().GetRef()
 	t.Fork = pr.GetHead().GetRepo().GetFullName() != e.GetRepo().GetFullName()
+	return t, nil
+}
+
+// decodeCheckRun reads a Re-run click on one of the App's check runs.
+// GitHub sends check_run events to the App that made the check run only;
+// the run it names is checked against the repository when handled.
+func decodeCheckRun(e *gh.CheckRunEvent) (Trigger, error) {
+	if e.GetAction() != "rerequested" {
+		return Trigger{}, ignored("check_run %s", e.GetAction())
+	}
+	t, err := base(e.GetRepo(), e.GetInstallation())
+	if err != nil {
+		return Trigger{}, err
+	}
+	cr := e.GetCheckRun()
+	if cr == nil || cr.GetExternalID() == "" || cr.GetHeadSHA() == "" {
+		return Trigger{}, ignored("check_run rerequested without an external id or head")
+	}
+	t.Kind, t.Sender, t.HeadSHA, t.RerunID = TriggerRerun, e.GetSender().GetLogin(), cr.GetHeadSHA(), cr.GetExternalID()
+	if prs := cr.PullRequests; len(prs) > 0 {
+		t.PR = prs[0].GetNumber()
+	}
+	return t, nil
+}
+
+// decodeCheckSuite reads a Re-run click on a whole check suite: every
+// workflow the App ran on its head runs again.
+func decodeCheckSuite(e *gh.CheckSuiteEvent) (Trigger, error) {
+	if e.GetAction() != "rerequested" {
+		return Trigger{}, ignored("check_suite %s", e.GetAction())
+	}
+	t, err := base(e.GetRepo(), e.GetInstallation())
+	if err != nil {
+		return Trigger{}, err
+	}
+	cs := e.GetCheckSuite()
+	if cs == nil || cs.GetHeadSHA() == "" {
+		return Trigger{}, ignored("check_suite rerequested without its suite or head")
+	}
+	t.Kind, t.Sender, t.HeadSHA = TriggerRerun, e.GetSender().GetLogin(), cs.GetHeadSHA()
+	if prs := cs.PullRequests; len(prs) > 0 {
+		t.PR = prs[0].GetNumber()
+	}
+	if t.PR == 0 {
+		// A fork's head is not matched to its PR by the Checks API; the
+		// suite's runs are found by their PR, so there is nothing to find.
+		return Trigger{}, ignored("check_suite rerequested without a pull request")
+	}
 	return t, nil
 }
 

@@ -22,6 +22,24 @@ const pushMain = `{
   "installation": {"id": 42}, "sender": {"login": "ana"}
 }`
 
+const checkRunRerequested = `{
+  "action": "rerequested",
+  "check_run": {"id": 5, "name": "iterion / review", "external_id": "gh-abc", "head_sha": "abc123", "pull_requests": [{"number": 9}]},
+  "repository": {"full_name": "acme/app", "name": "app", "owner": {"login": "acme"}, "default_branch": "main"},
+  "installation": {"id": 42}, "sender": {"login": "ana", "type": "User"}
+}`
+
+const checkSuiteRerequested = `{
+  "action": "rerequested",
+  "check_suite": {"id": 6, "head_sha": "abc123", "pull_requests": [{"number": 9}]},
+  "repository": {"full_name": "acme/app", "name": "app", "owner": {"login": "acme"}, "default_branch": "main"},
+  "installation": {"id": 42}, "sender": {"login": "ana", "type": "User"}
+}`
+
+const installationDeleted = `{
+  "action": "deleted", "installation": {"id": 42, "account": {"login": "acme"}}, "sender": {"login": "root"}
+}`
+
 func TestDecode(t *testing.T) {
 	comment, err := os.ReadFile("testdata/issue_comment.json")
 	if err != nil {
@@ -70,6 +88,25 @@ func TestDecode(t *testing.T) {
 		}},
 		{name: "tag push", event: "push", payload: strings.Replace(pushMain, "refs/heads/main", "refs/tags/v1", 1), ignored: "not a branch"},
 		{name: "branch deleted", event: "push", payload: strings.Replace(pushMain, `"deleted": false`, `"deleted": true`, 1), ignored: "deleted"},
+		{name: "re-run of a check run", event: "check_run", payload: checkRunRerequested, want: Trigger{
+			Kind: TriggerRerun, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 9, HeadSHA: "abc123", RerunID: "gh-abc",
+		}},
+		{name: "re-run of a fork's check run", event: "check_run", payload: strings.Replace(checkRunRerequested, `[{"number": 9}]`, `[]`, 1), want: Trigger{
+			Kind: TriggerRerun, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", HeadSHA: "abc123", RerunID: "gh-abc",
+		}},
+		{name: "check run created", event: "check_run", payload: strings.Replace(checkRunRerequested, `"rerequested"`, `"created"`, 1), ignored: "check_run created"},
+		{name: "check run without external id", event: "check_run", payload: strings.Replace(checkRunRerequested, `"gh-abc"`, `""`, 1), ignored: "without an external id"},
+		{name: "re-run of a suite", event: "check_suite", payload: checkSuiteRerequested, want: Trigger{
+			Kind: TriggerRerun, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 9, HeadSHA: "abc123",
+		}},
+		{name: "re-run of a suite without its PR", event: "check_suite", payload: strings.Replace(checkSuiteRerequested, `[{"number": 9}]`, `[]`, 1), ignored: "without a pull request"},
+		{name: "uninstalled", event: "installation", payload: installationDeleted, want: Trigger{
+			Kind: TriggerInstallation, InstallationID: 42, Owner: "acme", Sender: "root", Action: "deleted",
+		}},
+		{name: "installation of some repositories", event: "installation", payload: strings.Replace(installationDeleted, `"deleted"`, `"unknown_action"`, 1), ignored: "installation unknown_action"},
 		{name: "ping", event: "ping", payload: `{"zen": "Keep it logically awesome."}`, ignored: "ping"},
 		{name: "other event", event: "star", payload: `{}`, ignored: `"star"`},
 		{name: "broken json", event: "push", payload: `{"ref": `, err: "decode the push payload"},
@@ -109,13 +146,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add("pull_request", prOpened)
 	f.Add("push", pushMain)
 	f.Add("push", `{"ref":"refs/heads/"}`)
+	f.Add("check_run", checkRunRerequested)
+	f.Add("check_suite", checkSuiteRerequested)
+	f.Add("installation", installationDeleted)
 	f.Fuzz(func(t *testing.T, event, payload string) {
 		got, err := Decode(event, []byte(payload))
 		if err != nil {
 			return
 		}
-		if got.Kind == "" || got.InstallationID == 0 || got.Owner == "" || got.Repo == "" {
+		// An installation event is about an account, not a repository.
+		if got.Kind == "" || got.InstallationID == 0 || (got.Kind != TriggerInstallation && (got.Owner == "" || got.Repo == "")) {
 			t.Fatalf("accepted trigger lacks its identity: %+v", got)
+		}
+		if got.Kind == TriggerRerun && (got.HeadSHA == "" || (got.RerunID == "" && got.PR == 0)) {
+			t.Fatalf("re-run trigger names nothing to run again: %+v", got)
 		}
 		if got.Kind == TriggerComment && len(got.Commands)+len(got.Problems) == 0 {
 			t.Fatalf("comment trigger without commands: %+v", got)

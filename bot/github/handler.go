@@ -23,6 +23,7 @@ import (
 
 // RunIndex is what the handler reads of runs and their questions.
 type RunIndex interface {
+	Run(ctx context.Context, id string) (*engine.Run, error)
 	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
 	// RunsByRef returns the runs whose trigger Ref is ref; those of a
 	// pull request have its PRScope.
@@ -176,6 +177,9 @@ func (h *Handler) act(ctx context.Context, id string, t Trigger) error {
 	}
 	if t.Kind == TriggerPullRequest {
 		return h.pullRequest(ctx, id, t, cfg)
+	}
+	if t.Kind == TriggerRerun {
+		return h.rerun(ctx, id, t, cfg)
 	}
 	if !cfg.CommentsEnabled() {
 		h.log().Debug("comment commands are off", "repo", t.Owner+"/"+t.Repo)

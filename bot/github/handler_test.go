@@ -50,6 +50,16 @@ func (f *fakeRuns) Runs(context.Context, engine.RunFilter) ([]*engine.Run, error
 	defer f.mu.Unlock()
 	return slices.Clone(f.runs), nil
 }
+func (f *fakeRuns) Run(_ context.Context, id string) (*engine.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.runs {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("run %w", engine.ErrNotFound)
+}
 func (f *fakeRuns) RunsByRef(_ context.Context, ref string) ([]*engine.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -29,6 +29,7 @@ type deliveryRecorder interface {
 // nothing reads it yet: it is stored once schedules refresh on it.)
 var handledEvents = map[string]bool{
 	"ping": true, "issue_comment": true, "pull_request": true, "installation": true,
+	"check_run": true, "check_suite": true,
 }
 
 // Intake receives GitHub webhooks: it verifies the signature, stores the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -242,5 +243,53 @@ func TestServeGitHubRateLimits(t *testing.T) {
 				t.Errorf("%d writes made while limited, want 1", n)
 			}
 		})
+	}
+}
+
+func checkRunPayload(action, runID, sha, sender string, pr int) []byte {
+	prs := []any{}
+	if pr != 0 {
+		prs = append(prs, map[string]any{"number": pr})
+	}
+	p, _ := json.Marshal(map[string]any{
+		"action": action,
+		"check_run": map[string]any{"id": 1, "name": "iterion / review", "external_id": runID, "head_sha": sha,
+			"status": "completed", "conclusion": "success", "app": map[string]any{"id": fakegithub.AppID}, "pull_requests": prs},
+		"repository":   map[string]any{"full_name": "acme/app", "name": "app", "owner": map[string]any{"login": "acme"}, "default_branch": "main"},
+		"installation": map[string]any{"id": 42},
+		"sender":       map[string]any{"login": sender, "type": "User"},
+	})
+	return p
+}
+
+// The check run's Re-run button starts the same workflow again on the
+// same head, for someone with write permission; anyone else is told why
+// not. A fork's check run names no PR: the run it belongs to does.
+func TestServeGitHubRerun(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.model(&fakellm.Script{Fallback: &fakellm.Turn{Text: `{"summary": "LGTM"}`}})
+	h.start()
+	h.comment("ana", "/iterion run review")
+	first := h.startedRun()
+	h.finished(first)
+
+	h.deliverEvent("check_run", "rerun-bo", checkRunPayload("rerequested", first, h.head, "bo", 7))
+	h.botComment("@bo re-running a check needs write permission on acme/app")
+
+	h.deliverEvent("check_run", "rerun-ana", checkRunPayload("rerequested", first, h.head, "ana", 0))
+	reply := h.botComment("@ana Re-run of `" + first + "`: started run `")
+	m := regexp.MustCompile("started run `(gh-[0-9a-f]+)` of `review` on " + h.head[:7]).FindStringSubmatch(reply.Body)
+	if m == nil || m[1] == first {
+		t.Fatalf("re-run reply = %q", reply.Body)
+	}
+	h.finished(m[1])
+	// A redelivery of the click starts nothing more.
+	h.deliverEvent("check_run", "rerun-ana", checkRunPayload("rerequested", first, h.head, "ana", 0))
+	// A click on a check run of a head the run was not on is ignored.
+	h.deliverEvent("check_run", "rerun-other", checkRunPayload("rerequested", first, strings.Repeat("0", 40), "ana", 7))
+	h.comment("ana", "/iterion status")
+	h.botComment("`" + m[1] + "`")
+	if n := len(h.fake.BotComments(7, "Re-run of")); n != 1 {
+		t.Errorf("%d re-run replies, want 1", n)
 	}
 }
