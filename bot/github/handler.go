@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	gh "github.com/google/go-github/v62/github"
 
@@ -93,6 +94,7 @@ type Handler struct {
 
 	mu      sync.Mutex
 	prLocks map[string]*prLock
+	jobs    sync.WaitGroup
 }
 
 // LaunchQueue is the store's per-PR queue of launches.
@@ -795,9 +797,13 @@ func (h *Handler) active(ctx context.Context, t Trigger, scope string) (active [
 	return active, seen, nil
 }
 
-// StartQueued starts the next run queued on the pull request of run, an
-// ended run, unless another of the PR's runs is still active. The relay
-// calls it for each end of a PR run.
+// StartQueued starts, as a job of its own, the next run queued on the
+// pull request of run, an ended run, unless another of the PR's runs is
+// still active. The relay calls it for each end of a PR run and goes on
+// at once: a checkout being cloned for one PR holds up no other PR's
+// comments. The job waits out GitHub's "later" and tries again; a queue
+// it leaves (the server stopping) is taken up by the PR's next command
+// or run end. WaitJobs waits for the jobs.
 func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
 	o, ok := OriginOf(run)
 	if !ok || o.PR == 0 {
@@ -806,9 +812,36 @@ func (h *Handler) StartQueued(ctx context.Context, run *engine.Run) error {
 	owner, repo := o.split()
 	t := Trigger{InstallationID: o.Installation, Owner: owner, Repo: repo, PR: o.PR}
 	scope := PRScope(o.Repo, o.PR)
-	defer h.lockPR(scope)()
-	return h.startNext(ctx, t, scope)
+	h.jobs.Go(func() {
+		for {
+			unlock := h.lockPR(scope)
+			err := h.startNext(ctx, t, scope)
+			unlock()
+			var later *RetryLater
+			switch {
+			case err == nil || ctx.Err() != nil:
+				return
+			case errors.As(err, &later):
+				h.log().Warn("starting a PR's queued run is postponed", "pr", scope, "retry_in", later.After, "err", err)
+				timer := time.NewTimer(later.After)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					timer.Stop()
+					return
+				}
+			default:
+				h.log().Error("starting a PR's queued run failed; the queue waits for the PR's next command or run end", "pr", scope, "err", err)
+				return
+			}
+		}
+	})
+	return nil
 }
+
+// WaitJobs waits for the jobs StartQueued started; they end with the
+// context they were given.
+func (h *Handler) WaitJobs() { h.jobs.Wait() }
 
 // startNext starts the oldest queued launch of the PR when none of its
 // runs is active. A launch that cannot start is reported to whoever asked
@@ -823,6 +856,16 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 		active, seen, err := h.active(ctx, t, scope)
 		if err != nil || len(active) > 0 {
 			return err // the end of the active run starts the next
+		}
+		if open, err := h.prOpen(ctx, t); err != nil {
+			return err
+		} else if !open {
+			for _, q := range queued {
+				if err := h.dropQueued(ctx, t, scope, q, "the pull request was closed before its turn came; reopen it and ask again"); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		next := queued[0]
 		var l Launch
@@ -867,6 +910,19 @@ func (h *Handler) startNext(ctx context.Context, t Trigger, scope string) error 
 		_, err = h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "queued-"+l.Key, text)
 		return err
 	}
+}
+
+// prOpen reports whether t's pull request is still open.
+func (h *Handler) prOpen(ctx context.Context, t Trigger) (bool, error) {
+	client, err := h.Client(t.InstallationID)
+	if err != nil {
+		return false, err
+	}
+	pr, resp, err := client.PullRequests.Get(ctx, t.Owner, t.Repo, t.PR)
+	if err != nil {
+		return false, classify(fmt.Sprintf("reading %s/%s#%d", t.Owner, t.Repo, t.PR), resp, err)
+	}
+	return pr.GetState() == "open", nil
 }
 
 // dropQueued removes a queued launch and tells whoever asked for it why.

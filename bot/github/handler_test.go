@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -183,9 +184,9 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 	now := clock.Now()
 	runs := &fakeRuns{
 		runs: []*engine.Run{
-			{ID: "r1", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/app", PR: 7}.Trigger("")},
-			{ID: "r0", Workflow: "review", Status: engine.StatusFinished, CreatedAt: now.Add(-time.Hour), Trigger: Origin{Repo: "acme/app", PR: 7}.Trigger("")},
-			{ID: "r2", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/other", PR: 7}.Trigger("")},
+			{ID: "r1", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("")},
+			{ID: "r0", Workflow: "review", Status: engine.StatusFinished, CreatedAt: now.Add(-time.Hour), Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("")},
+			{ID: "r2", Workflow: "review", Status: engine.StatusRunning, CreatedAt: now, Trigger: Origin{Repo: "acme/other", PR: 7, Installation: 42}.Trigger("")},
 		},
 		questions: map[string][]*engine.Interaction{
 			"r1": {
@@ -202,7 +203,7 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 		},
 	}
 	cm, _ := newCommenter(client, clock.Now)
-	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t, clock)}, cs, runs
+	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t, clock), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}, cs, runs
 }
 
 // commentDelivery is the issue_comment delivery of body by sender, as
@@ -519,6 +520,7 @@ func TestHandlerConcurrency(t *testing.T) {
 	if err := h.StartQueued(ctx, runs.runs[0]); err != nil {
 		t.Fatal(err)
 	}
+	h.WaitJobs()
 	if len(runs.launches) != 1 || runs.launches[0].Key != "d1-1" {
 		t.Fatalf("after r1 ended: launches %+v, want d1's", runs.launches)
 	}
@@ -527,8 +529,11 @@ func TestHandlerConcurrency(t *testing.T) {
 	}
 	// run-1's record is not written yet (it starts in the background), but
 	// it counts as active: the next waits.
-	if err := h.StartQueued(ctx, runs.runs[0]); err != nil || len(runs.launches) != 1 {
-		t.Fatalf("with run-1 starting the next waits: %d launches, %v", len(runs.launches), err)
+	if err := h.StartQueued(ctx, runs.runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if h.WaitJobs(); len(runs.launches) != 1 {
+		t.Fatalf("with run-1 starting the next waits: %d launches", len(runs.launches))
 	}
 
 	h, cs, runs = newHandler(t, base+"concurrency: reject\n")
@@ -634,4 +639,13 @@ func TestHandlerGiveUp(t *testing.T) {
 	if len(cs.comments) != 1 {
 		t.Errorf("a pull_request delivery got a reply")
 	}
+}
+
+// testWriter sends a log to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -199,7 +199,9 @@ func (g *githubApp) serve(ctx context.Context, o *owner, mux *http.ServeMux) (do
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx) })
-	wg.Go(func() { g.relay.Run(ctx) })
+	// The relay alone starts the jobs that start a PR's queued run (at a
+	// run's end); they end with ctx, once it has stopped.
+	wg.Go(func() { g.relay.Run(ctx); h.WaitJobs() })
 	// Answers written on PRs while this server was down.
 	wg.Go(func() { reconcile(ctx, h, log) })
 	stopped := make(chan struct{})
