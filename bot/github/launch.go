@@ -103,7 +103,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("clearing workspace %s: %w", dir, err)
 	}
-	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, token); err != nil {
+	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, l.Context["base_ref"], token); err != nil {
 		os.RemoveAll(dir)
 		if ctx.Err() != nil {
 			return "", err
