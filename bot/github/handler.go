@@ -205,8 +205,15 @@ func (h *Handler) act(ctx context.Context, id string, t Trigger) error {
 	for _, p := range t.Problems {
 		parts = append(parts, problemText(p))
 	}
+	// What a comment starts is keyed by the comment, not by the delivery:
+	// X-GitHub-Delivery is not signed, so a signed payload sent again
+	// under new delivery ids must start nothing more.
+	key := id
+	if t.CommentID != 0 {
+		key = fmt.Sprintf("comment-%d", t.CommentID)
+	}
 	for i, c := range t.Commands {
-		text, err := h.command(ctx, t, cfg, c, fmt.Sprintf("%s-%d", id, i+1))
+		text, err := h.command(ctx, t, cfg, c, fmt.Sprintf("%s-%d", key, i+1))
 		if err != nil {
 			return err
 		}

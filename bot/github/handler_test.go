@@ -315,7 +315,7 @@ func TestHandlerEffects(t *testing.T) {
 		}
 	}
 	wantLaunch := []Launch{{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
-		Ref: "abc1234567", DefaultBranch: "main", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
+		Ref: "abc1234567", DefaultBranch: "main", Vars: map[string]string{"depth": "2"}, Actor: "ana", CommentID: 1001, Key: "comment-1001-1",
 		Context: map[string]string{"repo": "acme/app", "pr_number": "7", "head_sha": "abc1234567", "base_ref": "main",
 			"pr_title": "Add a README", "pr_body": "Closes #3.", "comment_body": "/iterion run review depth=2"}}}
 	if diff := cmp.Diff(wantLaunch, runs.launches); diff != "" {
@@ -521,7 +521,7 @@ func TestHandlerConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.WaitJobs()
-	if len(runs.launches) != 1 || runs.launches[0].Key != "d1-1" {
+	if len(runs.launches) != 1 || runs.launches[0].Key != "comment-2001-1" {
 		t.Fatalf("after r1 ended: launches %+v, want d1's", runs.launches)
 	}
 	if got := cs.comments[len(cs.comments)-1].GetBody(); !strings.HasPrefix(got, "@ana started queued run `run-1` of `review` on abc1234.") {

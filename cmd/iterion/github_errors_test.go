@@ -293,3 +293,31 @@ func TestServeGitHubRerun(t *testing.T) {
 		t.Errorf("%d re-run replies, want 1", n)
 	}
 }
+
+// A signed comment sent again under new delivery ids (the header is not
+// signed) starts nothing more: what a comment does is keyed by the
+// comment.
+func TestServeGitHubReplayedComment(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.model(&fakellm.Script{Fallback: &fakellm.Turn{Text: `{"summary": "LGTM"}`}})
+	h.start()
+	c := h.fake.AddComment(7, "ana", "/iterion run review")
+	payload := commentPayload(c.ID, "ana", c.Body)
+	for _, id := range []string{"replay-1", "replay-2", "replay-3"} {
+		h.deliverEvent("issue_comment", id, payload)
+	}
+	runID := h.startedRun()
+	h.finished(runID)
+	h.comment("ana", "/iterion status") // handled after the replays
+	h.botComment("`" + runID + "`")
+	if n := len(h.fake.BotComments(7, "started run `")); n != 1 {
+		t.Errorf("%d runs started by one comment delivered three times, want 1", n)
+	}
+	var list struct {
+		Runs []struct{ ID string } `json:"runs"`
+	}
+	h.api("/api/runs", &list)
+	if len(list.Runs) != 1 {
+		t.Errorf("runs = %+v, want one", list.Runs)
+	}
+}
