@@ -28,6 +28,10 @@ type Delivery struct {
 	ID string `json:"id"`
 	// Event is the event type (X-GitHub-Event).
 	Event string `json:"event"`
+	// Group is who the delivery is work for, within its source (a GitHub
+	// installation: "installation/42"): workers take the groups in turn,
+	// so one flooded group does not hold up the others.
+	Group string `json:"group,omitempty"`
 	// Payload is the body as received. It is dropped once the delivery is
 	// handled: only a pending delivery needs it.
 	Payload []byte `json:"payload,omitempty"`

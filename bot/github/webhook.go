@@ -1,6 +1,7 @@
 package github
 
 import (
+	"strconv"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -109,7 +110,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	fresh, err := in.store.RecordDelivery(r.Context(), store.Delivery{Source: in.source, ID: id, Event: event, Payload: body})
+	fresh, err := in.store.RecordDelivery(r.Context(), store.Delivery{Source: in.source, ID: id, Event: event, Payload: body, Group: installationGroup(body)})
 	if err != nil {
 		log.Error("storing a webhook delivery failed", "err", err)
 		httpError(w, http.StatusServiceUnavailable, "the delivery could not be stored; redeliver it")
@@ -128,6 +129,21 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		log.Info("webhook redelivered: already stored")
 	}
+}
+
+// installationGroup is the delivery's group: its installation, the unit
+// GitHub's tokens, rate limits and pacing apply to. "" when the payload
+// names none.
+func installationGroup(body []byte) string {
+	var p struct {
+		Installation struct {
+			ID int64 `json:"id"`
+		} `json:"installation"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.Installation.ID == 0 {
+		return ""
+	}
+	return "installation/" + strconv.FormatInt(p.Installation.ID, 10)
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

@@ -74,6 +74,13 @@ func TestIntake(t *testing.T) {
 	if woken.Load() != 2 {
 		t.Errorf("the worker was woken %d times, want 2 (once per new delivery)", woken.Load())
 	}
+	// Each is stored with its installation, for the workers' turns.
+	pending, _ := db.PendingDeliveries(context.Background(), 0)
+	for _, d := range pending {
+		if d.Group != "installation/42" {
+			t.Errorf("delivery %s stored with group %q, want installation/42", d.ID, d.Group)
+		}
+	}
 }
 
 func TestIntakeLimits(t *testing.T) {

@@ -54,6 +54,8 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inFlight map[string]bool
+	// groups holds the groups with a delivery in flight.
+	groups map[string]bool
 	// finished holds deliveries handled since the last listing began: a
 	// listing taken before their outcome was stored must not dispatch them
 	// again. (A handler stores its outcome, then moves its delivery from
@@ -71,7 +73,30 @@ func NewWorker(q deliveryQueue, size int, log *slog.Logger, handle func(ctx cont
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{queue: q, handle: handle, size: size, log: log, wake: make(chan struct{}, 1), poll: 30 * time.Second, inFlight: map[string]bool{}, finished: map[string]bool{}}
+	return &Worker{queue: q, handle: handle, size: size, log: log, wake: make(chan struct{}, 1), poll: 30 * time.Second, inFlight: map[string]bool{}, groups: map[string]bool{}, finished: map[string]bool{}}
+}
+
+// fairOrder interleaves the groups' deliveries, each group's oldest
+// first: the first delivery of every group, then the second of each, and
+// so on, groups in the order of their oldest delivery.
+func fairOrder(pending []store.Delivery) []store.Delivery {
+	var order []string
+	byGroup := map[string][]store.Delivery{}
+	for _, d := range pending {
+		if _, ok := byGroup[d.Group]; !ok {
+			order = append(order, d.Group)
+		}
+		byGroup[d.Group] = append(byGroup[d.Group], d)
+	}
+	out := make([]store.Delivery, 0, len(pending))
+	for round := 0; len(out) < len(pending); round++ {
+		for _, g := range order {
+			if ds := byGroup[g]; round < len(ds) {
+				out = append(out, ds[round])
+			}
+		}
+	}
+	return out
 }
 
 // Wake tells the worker a delivery was stored; it never blocks (the
@@ -100,12 +125,18 @@ func (w *Worker) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("listing pending deliveries failed", "err", err)
 		}
-		for _, d := range pending {
+		for _, d := range fairOrder(pending) {
 			key := d.Source + "/" + d.ID
 			w.mu.Lock()
-			skip := w.inFlight[key] || w.finished[key]
+			// One delivery of a group at a time: a group's handler may wait
+			// for its installation's write pacing or rate limit, and must
+			// not keep the other groups' deliveries waiting for workers.
+			skip := w.inFlight[key] || w.finished[key] || (d.Group != "" && w.groups[d.Group])
 			if !skip {
 				w.inFlight[key] = true
+				if d.Group != "" {
+					w.groups[d.Group] = true
+				}
 			}
 			w.mu.Unlock()
 			if skip {
@@ -122,8 +153,12 @@ func (w *Worker) Run(ctx context.Context) {
 				defer func() {
 					w.mu.Lock()
 					delete(w.inFlight, key)
+					delete(w.groups, d.Group)
 					w.finished[key] = true
 					w.mu.Unlock()
+					if d.Group != "" {
+						w.Wake() // the group's next delivery may go
+					}
 					// Armed once the delivery is no longer in flight, so the
 					// listing this wakes can dispatch it. A wake-up after Run
 					// ended is harmless.

@@ -3,6 +3,8 @@ package github
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -130,4 +132,67 @@ func TestWorkerRetryLater(t *testing.T) {
 			t.Errorf("%d attempts after the last", n)
 		}
 	})
+}
+
+// One installation flooding the bot does not hold up another: a group's
+// deliveries go one at a time, and the groups take turns, so B's one
+// delivery is handled at once though A's ten each wait out a second of
+// write pacing in their handler. (Fake time, in a synctest bubble.)
+func TestWorkerIsFairAcrossInstallations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		record := func(id, group string) {
+			if _, err := db.RecordDelivery(ctx, store.Delivery{Source: "github/1", ID: id, Event: "issue_comment", Payload: []byte("{}"), Group: group}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 10 {
+			record(fmt.Sprintf("a-%d", i), "installation/1")
+		}
+		record("b-0", "installation/2")
+		start := time.Now()
+		var mu sync.Mutex
+		handledAt := map[string]time.Duration{}
+		w := NewWorker(db, 4, nil, func(_ context.Context, d store.Delivery) error {
+			time.Sleep(time.Second) // the installation's write pacing
+			mu.Lock()
+			defer mu.Unlock()
+			handledAt[d.ID] = time.Since(start)
+			return nil
+		})
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		<-done
+		if got := handledAt["b-0"]; got != time.Second {
+			t.Errorf("installation 2's delivery handled after %s, want 1s (beside installation 1's first)", got)
+		}
+		for i := range 10 {
+			if got, want := handledAt[fmt.Sprintf("a-%d", i)], time.Duration(i+1)*time.Second; got != want {
+				t.Errorf("a-%d handled after %s, want %s: one at a time, in order", i, got, want)
+			}
+		}
+	})
+}
+
+func TestFairOrder(t *testing.T) {
+	var in []store.Delivery
+	for _, id := range []string{"a1", "a2", "a3", "b1", "c1", "b2"} {
+		in = append(in, store.Delivery{ID: id, Group: id[:1]})
+	}
+	var got []string
+	for _, d := range fairOrder(in) {
+		got = append(got, d.ID)
+	}
+	if want := []string{"a1", "b1", "c1", "a2", "b2", "a3"}; !slices.Equal(got, want) {
+		t.Errorf("fairOrder = %v, want %v", got, want)
+	}
 }
