@@ -1,7 +1,6 @@
 package github
 
 import (
-	"strconv"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/iterion-bot/iterion/store"
