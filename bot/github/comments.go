@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -67,6 +68,43 @@ type Commenter struct {
 
 	mu        sync.Mutex
 	nextWrite map[int64]time.Time
+	// posting serializes the posts of one key, and posted remembers the
+	// comments this process wrote by key: a second poster of a key (a
+	// redelivered comment and the start-up reconciliation, together) gets
+	// the first one's comment instead of writing another, even before
+	// GitHub lists it.
+	posting map[string]*keyLock
+	posted  map[string]*gh.IssueComment
+}
+
+// keyLock is a lock of one key, freed once nobody holds or waits for it.
+type keyLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lockKey locks key's posts and returns the unlock.
+func (c *Commenter) lockKey(key string) func() {
+	c.mu.Lock()
+	if c.posting == nil {
+		c.posting = map[string]*keyLock{}
+	}
+	l := c.posting[key]
+	if l == nil {
+		l = &keyLock{}
+		c.posting[key] = l
+	}
+	l.users++
+	c.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(c.posting, key)
+		}
+		c.mu.Unlock()
+	}
 }
 
 // NewCommenter returns a Commenter over the App's installations.
@@ -119,6 +157,14 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	if err != nil {
 		return nil, err
 	}
+	pkey := fmt.Sprintf("%d/%s/%s#%d/%s", installationID, owner, repo, pr, key)
+	defer c.lockKey(pkey)()
+	c.mu.Lock()
+	cm := c.posted[pkey]
+	c.mu.Unlock()
+	if cm != nil {
+		return cm, nil
+	}
 	if cm, err := c.find(ctx, client, owner, repo, pr, key); err != nil || cm != nil {
 		return cm, err
 	}
@@ -130,6 +176,12 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	if err != nil {
 		return nil, classify(fmt.Sprintf("commenting on %s/%s#%d", owner, repo, pr), resp, err)
 	}
+	c.mu.Lock()
+	if c.posted == nil || len(c.posted) > 10000 {
+		c.posted = map[string]*gh.IssueComment{} // only a cache: the marker finds older ones
+	}
+	c.posted[pkey] = cm
+	c.mu.Unlock()
 	return cm, nil
 }
 
@@ -153,6 +205,9 @@ func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo 
 	text := c.text(key, body)
 	_, resp, err := client.Issues.EditComment(ctx, owner, repo, id, &gh.IssueComment{Body: &text})
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		c.mu.Lock()
+		maps.DeleteFunc(c.posted, func(_ string, cm *gh.IssueComment) bool { return cm.GetID() == id })
+		c.mu.Unlock()
 		return fmt.Errorf("editing comment %d on %s/%s: %w", id, owner, repo, ErrCommentGone)
 	}
 	if err != nil {

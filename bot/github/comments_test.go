@@ -257,3 +257,35 @@ func TestCommenterOnlyItsOwnComments(t *testing.T) {
 		t.Errorf("Post = %d, %v (%d posts); want a new comment", id, err, srv.posts)
 	}
 }
+
+// Two posters of one key at once (a redelivered comment and the start-up
+// reconciliation acting together) write one comment: the second gets the
+// first's.
+func TestCommenterConcurrentPostersOfAKey(t *testing.T) {
+	srv := &commentServer{}
+	cm, _ := newCommenter(srv.serve(t), newTestClock().Now)
+	const n = 10
+	ids := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			if ids[i], err = cm.Post(context.Background(), 42, "acme", "app", 7, "comment-1001", "@ana done."); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	srv.mu.Lock()
+	created := len(srv.comments)
+	srv.mu.Unlock()
+	if created != 1 {
+		t.Fatalf("%d comments written for one key, want 1", created)
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Errorf("posters got comments %v, want the same one", ids)
+			break
+		}
+	}
+}
