@@ -112,7 +112,8 @@ func base(repo *gh.Repository, inst *gh.Installation) (Trigger, error) {
 		return Trigger{}, errors.New("the payload names no repository")
 	}
 	if inst.GetID() == 0 {
-		return Trigger{}, errors.New("the payload names no installation")
+		// A repository's own webhook pointed at the bot, not the App's.
+		return Trigger{}, ignored("the payload names no installation (a repository webhook, not the App's)")
 	}
 	return Trigger{
 		InstallationID: inst.GetID(),

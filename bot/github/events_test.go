@@ -68,7 +68,7 @@ func TestDecode(t *testing.T) {
 		{name: "edited", event: "issue_comment", payload: strings.Replace(string(comment), `"created"`, `"edited"`, 1), ignored: "comment edited"},
 		{name: "issue not PR", event: "issue_comment", payload: strings.Replace(string(comment), `, "pull_request": {"url": "https://api.github.test/repos/acme/app/pulls/7"}`, "", 1), ignored: "not a pull request"},
 		{name: "bot comment", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"type": "User"`, `"type": "Bot"`), ignored: "by the bot"},
-		{name: "no installation", event: "issue_comment", payload: strings.Replace(string(comment), `"installation": {"id": 42},`, "", 1), err: "no installation"},
+		{name: "no installation", event: "issue_comment", payload: strings.Replace(string(comment), `"installation": {"id": 42},`, "", 1), ignored: "a repository webhook"},
 		{name: "pr opened", event: "pull_request", payload: prOpened, want: Trigger{
 			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
 			Sender: "ana", PR: 9, Action: "opened", HeadSHA: "abc123", HeadRef: "feature",
