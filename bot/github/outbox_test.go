@@ -58,6 +58,13 @@ func TestRelayStatusAndChecks(t *testing.T) {
 	if len(comments) != 2 {
 		t.Fatalf("%d comments, want one status comment per PR run: %+v", len(comments), comments)
 	}
+	for _, c := range comments {
+		// Written once with its body: no edit of a new comment with the
+		// body it was just written with.
+		if c.Edits != 0 {
+			t.Errorf("status comment %d edited %d times after it was written", c.ID, c.Edits)
+		}
+	}
 	good, badc := comments[0].Body, comments[1].Body
 	for _, want := range []string{"✅ **iterion** · run `good-1` of `good` on abc1234 · **Finished**", "Started by `ana`. 1 step done.", "**Published artifacts:**", "<code>report</code> (version 1)", "\"text\": \"ok @\u200bteam\"", Marker("status-good-1")} {
 		if !strings.Contains(good, want) {
