@@ -56,6 +56,9 @@ type Worker struct {
 	inFlight map[string]bool
 	// groups holds the groups with a delivery in flight.
 	groups map[string]bool
+	// started is closed once Run has taken up what was stored before it.
+	started     chan struct{}
+	startedOnce sync.Once
 	// finished holds deliveries handled since the last listing began: a
 	// listing taken before their outcome was stored must not dispatch them
 	// again. (A handler stores its outcome, then moves its delivery from
@@ -73,7 +76,7 @@ func NewWorker(q deliveryQueue, size int, log *slog.Logger, handle func(ctx cont
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{queue: q, handle: handle, size: size, log: log, wake: make(chan struct{}, 1), poll: 30 * time.Second, inFlight: map[string]bool{}, groups: map[string]bool{}, finished: map[string]bool{}}
+	return &Worker{queue: q, handle: handle, size: size, log: log, wake: make(chan struct{}, 1), poll: 30 * time.Second, inFlight: map[string]bool{}, groups: map[string]bool{}, finished: map[string]bool{}, started: make(chan struct{})}
 }
 
 // fairOrder interleaves the groups' deliveries, each group's oldest
@@ -98,6 +101,12 @@ func fairOrder(pending []store.Delivery) []store.Delivery {
 	}
 	return out
 }
+
+// Started is closed once Run has listed the deliveries stored before it
+// (acknowledged before a crash), to hand them out. A server accepts new
+// webhooks after it, so a delivery it acknowledges is never one Run's
+// first listing took up while the acknowledgement was still being sent.
+func (w *Worker) Started() <-chan struct{} { return w.started }
 
 // Wake tells the worker a delivery was stored; it never blocks (the
 // Intake's wake hook).
@@ -125,6 +134,7 @@ func (w *Worker) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("listing pending deliveries failed", "err", err)
 		}
+		w.startedOnce.Do(func() { close(w.started) })
 		for _, d := range fairOrder(pending) {
 			key := d.Source + "/" + d.ID
 			w.mu.Lock()

@@ -196,3 +196,35 @@ func TestFairOrder(t *testing.T) {
 		t.Errorf("fairOrder = %v, want %v", got, want)
 	}
 }
+
+// Started closes once Run has listed what was stored before it, and not
+// before: a server takes webhooks in only after it.
+func TestWorkerStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.RecordDelivery(context.Background(), store.Delivery{Source: "github/1", ID: "old", Event: "issue_comment", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		var handled []string
+		w := NewWorker(db, 1, nil, func(_ context.Context, d store.Delivery) error { handled = append(handled, d.ID); return nil })
+		select {
+		case <-w.Started():
+			t.Fatal("Started before Run")
+		default:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		<-w.Started()
+		synctest.Wait()
+		cancel()
+		<-done
+		if !slices.Equal(handled, []string{"old"}) {
+			t.Errorf("handled %v, want the delivery stored before Run", handled)
+		}
+	})
+}

@@ -206,6 +206,10 @@ func (g *githubApp) serve(ctx context.Context, o *owner, mux *http.ServeMux) (do
 	wg.Go(func() { reconcile(ctx, h, log) })
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
+	select { // before webhooks are taken in: see Worker.Started
+	case <-w.Started():
+	case <-ctx.Done():
+	}
 	return stopped
 }
 
