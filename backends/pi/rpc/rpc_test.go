@@ -70,7 +70,10 @@ func TestResponsesMatchedByID(t *testing.T) {
 	steer, prompt := make(chan result, 1), make(chan result, 1)
 	go func() { r, err := c.Call(ctx, "steer", map[string]any{"message": "also X"}); steer <- result{r, err} }()
 	first := pi.command(t)
-	go func() { r, err := c.Call(ctx, "prompt", map[string]any{"message": "-starts with a dash"}); prompt <- result{r, err} }()
+	go func() {
+		r, err := c.Call(ctx, "prompt", map[string]any{"message": "-starts with a dash"})
+		prompt <- result{r, err}
+	}()
 	second := pi.command(t)
 	if first["type"] != "steer" || second["type"] != "prompt" || second["message"] != "-starts with a dash" || first["id"] == second["id"] {
 		t.Fatalf("commands %v then %v", first, second)
