@@ -40,3 +40,4 @@ fuzz:
 	$(GO) test ./bot/github -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./bot/repoconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/iterion -run '^$$' -fuzz '^FuzzServeConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/pi/rpc -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(FUZZTIME)
