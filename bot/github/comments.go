@@ -16,6 +16,7 @@ import (
 
 	gh "github.com/google/go-github/v62/github"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -26,22 +27,10 @@ const MaxCommentBytes = 65536
 // truncatedNote ends a comment cut to fit.
 const truncatedNote = "\n\n… (cut to fit GitHub's comment limit; the full text is on iterion's admin page)"
 
-// RetryLater is the error of a write GitHub asked us to repeat later (a
-// rate limit, an outage); After is how long to wait. The outbox worker
-// postpones the row by After instead of failing it.
-type RetryLater struct {
-	After time.Duration
-	// Limited says GitHub itself asked for the wait (a rate limit): the
-	// work is postponed as long as GitHub keeps asking, never dropped.
-	Limited bool
-	Err     error
-}
-
-func (e *RetryLater) Error() string {
-	return fmt.Sprintf("%v (retry in %s)", e.Err, e.After.Round(time.Second))
-}
-
-func (e *RetryLater) Unwrap() error { return e.Err }
+// RetryLater is the error of a call GitHub asked us to repeat later (a
+// rate limit, an outage); the worker and the relay postpone the work by
+// After instead of failing it (delivery.RetryLater).
+type RetryLater = delivery.RetryLater
 
 // Commenter posts PR comments for the outbox worker. Each comment carries
 // a hidden marker with its outbox key, and Post looks for the marker

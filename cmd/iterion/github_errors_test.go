@@ -153,7 +153,7 @@ func TestServeGitHubUninstalledThenReinstalled(t *testing.T) {
 	h.answerOverAPI(runID, "yes")
 	h.logs.waitFor(t, 30*time.Second, `msg="run ended" run=`+runID+" status=finished")
 	h.comment("ana", "/iterion status")
-	h.logs.waitFor(t, 30*time.Second, "delivery held until its installation is back")
+	h.logs.waitFor(t, 30*time.Second, `msg="delivery held until its hold is released"`)
 	if got := h.metric("iterion_deliveries_held"); got != "1" {
 		t.Errorf("iterion_deliveries_held = %q, want 1", got)
 	}

@@ -1,4 +1,4 @@
-package github
+package delivery_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -33,7 +34,7 @@ func TestWorker(t *testing.T) {
 		}
 		var mu sync.Mutex
 		handled := map[string]int{}
-		w := NewWorker(db, 2, nil, func(_ context.Context, d store.Delivery) error {
+		w := delivery.NewWorker(db, 2, nil, func(_ context.Context, d store.Delivery) error {
 			mu.Lock()
 			defer mu.Unlock()
 			handled[d.ID]++
@@ -76,9 +77,9 @@ func TestWorker(t *testing.T) {
 	})
 }
 
-// A handler GitHub turned away (RetryLater) leaves its delivery postponed,
+// A handler GitHub turned away (delivery.RetryLater) leaves its delivery postponed,
 // not failed; it is handled again when GitHub said to come back (not at
-// the next 30 s re-scan), and after MaxAttempts the failure is recorded.
+// the next 30 s re-scan), and after delivery.MaxAttempts the failure is recorded.
 // In a synctest bubble the back-off passes at once, on the clock the store
 // reads too.
 func TestWorkerRetryLater(t *testing.T) {
@@ -98,17 +99,17 @@ func TestWorkerRetryLater(t *testing.T) {
 			earlier int // attempts the store counted before this one
 			at      time.Time
 		}
-		attempts := make(chan attempt, MaxAttempts+1)
-		w := NewWorker(db, 1, nil, func(_ context.Context, d store.Delivery) error {
+		attempts := make(chan attempt, delivery.MaxAttempts+1)
+		w := delivery.NewWorker(db, 1, nil, func(_ context.Context, d store.Delivery) error {
 			attempts <- attempt{d.Attempts, time.Now()}
-			return &RetryLater{After: after, Err: errors.New("secondary rate limit")}
+			return &delivery.RetryLater{After: after, Err: errors.New("secondary rate limit")}
 		})
 		var gaveUp []error
 		w.GiveUp = func(_ context.Context, _ store.Delivery, err error) { gaveUp = append(gaveUp, err) }
 		done := make(chan struct{})
 		go func() { w.Run(ctx); close(done) }()
 		var prev time.Time
-		for want := range MaxAttempts {
+		for want := range delivery.MaxAttempts {
 			got := <-attempts
 			if got.earlier != want {
 				t.Fatalf("attempt %d saw %d earlier attempts", want+1, got.earlier)
@@ -120,7 +121,7 @@ func TestWorkerRetryLater(t *testing.T) {
 		}
 		synctest.Wait() // the last outcome is stored
 		if p, _ := db.PendingDeliveries(ctx, 0); len(p) != 0 {
-			t.Errorf("still pending after %d attempts: %+v", MaxAttempts, p)
+			t.Errorf("still pending after %d attempts: %+v", delivery.MaxAttempts, p)
 		}
 		if len(gaveUp) != 1 {
 			t.Errorf("GiveUp called %d times, want once", len(gaveUp))
@@ -159,7 +160,7 @@ func TestWorkerIsFairAcrossInstallations(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
 		handledAt := map[string]time.Duration{}
-		w := NewWorker(db, 4, nil, func(_ context.Context, d store.Delivery) error {
+		w := delivery.NewWorker(db, 4, nil, func(_ context.Context, d store.Delivery) error {
 			time.Sleep(time.Second) // the installation's write pacing
 			mu.Lock()
 			defer mu.Unlock()
@@ -189,7 +190,7 @@ func TestFairOrder(t *testing.T) {
 		in = append(in, store.Delivery{ID: id, Group: id[:1]})
 	}
 	var got []string
-	for _, d := range fairOrder(in) {
+	for _, d := range delivery.FairOrder(in) {
 		got = append(got, d.ID)
 	}
 	if want := []string{"a1", "b1", "c1", "a2", "b2", "a3"}; !slices.Equal(got, want) {
@@ -210,7 +211,7 @@ func TestWorkerStarted(t *testing.T) {
 			t.Fatal(err)
 		}
 		var handled []string
-		w := NewWorker(db, 1, nil, func(_ context.Context, d store.Delivery) error { handled = append(handled, d.ID); return nil })
+		w := delivery.NewWorker(db, 1, nil, func(_ context.Context, d store.Delivery) error { handled = append(handled, d.ID); return nil })
 		select {
 		case <-w.Started():
 			t.Fatal("Started before Run")
