@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
 )
 
 // Queue is what the worker needs of the store.
