@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -33,8 +34,8 @@ type OutboxStore interface {
 }
 
 // MaxOutboxAttempts bounds the tries of a post GitHub keeps refusing (a
-// deleted PR, a revoked installation); the last error is logged.
-const MaxOutboxAttempts = 10
+// deleted PR); the last error is logged (delivery.MaxOutboxAttempts).
+const MaxOutboxAttempts = delivery.MaxOutboxAttempts
 
 // Relay performs the GitHub side of outbox rows. For a run started from a
 // pull request it keeps one status comment and a check run on the head
@@ -138,24 +139,17 @@ func onPR(run *engine.Run) bool {
 	return ok && strings.Contains(o.Repo, "/") && o.PR != 0 && o.Installation != 0
 }
 
-// heldRecheck is how long an outbox row of a refused installation waits
-// before it is tried again without an installation event.
-const heldRecheck = time.Hour
-
-// Release makes the outbox rows of installation's runs due now (it is
-// back: App.Installations' OnRelease), and wakes the relay.
+// Release makes the postponed outbox rows of installation's runs due now
+// (it is back: App.Installations' OnRelease), and wakes the relay.
 func (r *Relay) Release(ctx context.Context, installation int64) error {
-	rows, err := r.Store.DueOutbox(ctx, r.now().Add(100*365*24*time.Hour), 0)
-	if err != nil {
-		return err
-	}
+	core := delivery.Relay{Channel: "github", Store: r.Store, Now: r.now}
 	runs := map[string]bool{}
-	for _, row := range rows {
+	err := core.Release(ctx, func(row engine.OutboxRow) (bool, error) {
 		mine, seen := runs[row.RunID]
 		if !seen {
 			run, err := r.Store.Run(ctx, row.RunID)
 			if err != nil && !errors.Is(err, engine.ErrNotFound) {
-				return err
+				return false, err
 			}
 			if run != nil {
 				o, ok := OriginOf(run)
@@ -163,14 +157,10 @@ func (r *Relay) Release(ctx context.Context, installation int64) error {
 			}
 			runs[row.RunID] = mine
 		}
-		if mine && row.NextAt.After(r.now()) {
-			if err := r.Store.RetryOutbox(ctx, row.ID, r.now()); err != nil {
-				return err
-			}
-		}
-	}
+		return mine, nil
+	})
 	r.Wake()
-	return nil
+	return err
 }
 
 // Wake asks for a look at the outbox now; it never blocks.
@@ -197,61 +187,13 @@ func (r *Relay) Run(ctx context.Context) {
 	}
 }
 
-// Drain performs every row due now, in order.
+// Drain performs every row due now, in order (delivery.Relay).
 func (r *Relay) Drain(ctx context.Context) {
-	rows, err := r.Store.DueOutbox(ctx, r.now(), 100)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.Log.Error("reading the outbox failed", "err", err)
-		}
-		return
+	core := delivery.Relay{Channel: "github", Store: r.Store, Perform: r.perform, Log: r.Log, Now: r.now}
+	if r.Failpoint != nil {
+		core.Failpoint = func() { r.Failpoint(FailOutboxPerformed) }
 	}
-	for _, row := range rows {
-		if ctx.Err() != nil {
-			return
-		}
-		if !slices.Contains(row.Channels, "github") {
-			continue
-		}
-		err := r.perform(ctx, row)
-		if err == nil && r.Failpoint != nil {
-			r.Failpoint(FailOutboxPerformed)
-		}
-		if err == nil {
-			if err := r.Store.AckOutbox(ctx, row.ID); err != nil {
-				r.Log.Error("acknowledging an outbox row failed", "row", row.ID, "err", err)
-			}
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		var later *RetryLater
-		var held *InstallationError
-		wait := min(time.Duration(1<<min(row.Attempts, 10))*time.Second, 10*time.Minute)
-		if errors.As(err, &held) {
-			// Until the installation is back (Release), looked at again
-			// hourly in case its event was missed.
-			r.Log.Debug("a PR comment is held", "row", row.ID, "run", row.RunID, "installation", held.ID)
-			if err := r.Store.RetryOutbox(ctx, row.ID, r.now().Add(heldRecheck)); err != nil {
-				r.Log.Error("postponing an outbox row failed", "row", row.ID, "err", err)
-			}
-			continue
-		}
-		if errors.As(err, &later) {
-			wait = later.After
-		} else if row.Attempts+1 >= MaxOutboxAttempts {
-			r.Log.Error("a PR comment could not be posted; giving up", "row", row.ID, "kind", row.Kind, "run", row.RunID, "attempts", row.Attempts+1, "err", err)
-			if err := r.Store.AckOutbox(ctx, row.ID); err != nil {
-				r.Log.Error("acknowledging an outbox row failed", "row", row.ID, "err", err)
-			}
-			continue
-		}
-		r.Log.Warn("a PR comment is postponed", "row", row.ID, "kind", row.Kind, "run", row.RunID, "retry_in", wait, "err", err)
-		if err := r.Store.RetryOutbox(ctx, row.ID, r.now().Add(wait)); err != nil {
-			r.Log.Error("postponing an outbox row failed", "row", row.ID, "err", err)
-		}
-	}
+	core.Drain(ctx)
 }
 
 // perform does row's side of GitHub for the run's pull request: the
