@@ -46,7 +46,7 @@ func (a ownerAPI) Run(ctx context.Context, id string) (*engine.Run, error) {
 	return a.client.Run(ctx, id)
 }
 func (a ownerAPI) Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error) {
-	return a.client.Events(ctx, id, after, limit)
+	return a.client.Events(ctx, id, after, limit, 0)
 }
 func (a ownerAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
 	return a.client.Pending(ctx, id)
