@@ -111,6 +111,7 @@ type Engine struct {
 	owner    string
 	poll     time.Duration
 	bell     *doorbell
+	changes  *changeBells
 	onEvent  func(Event)
 	failAt   func(string)
 	redact   *Redactor
@@ -137,7 +138,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, backends: opts.Backends, defBack: opts.DefaultBackend,
 		now: opts.Clock, log: opts.Logger, owner: opts.Owner, poll: opts.Poll,
-		bell: newDoorbell(), running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
+		bell: newDoorbell(), changes: &changeBells{}, running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
 		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates, workDir: opts.WorkDir,
 		maxStored: opts.MaxStoredBytes,
@@ -175,6 +176,8 @@ func New(opts Options) *Engine {
 			}
 		}
 	}
+	// Outermost, so every write of a run wakes its WaitChange waiters.
+	e.store = ringingStore{Store: e.store, bells: e.changes}
 	return e
 }
 

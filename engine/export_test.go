@@ -16,3 +16,6 @@ func (e *Engine) StartLimited(ctx context.Context, w *dsl.Workflow, runID, workd
 	}
 	return e.driveLimited(ctx, w, run, newCheckpoint(w), workdir, runLimits{storedBytes: storedBytes, historyBytes: historyBytes})
 }
+
+// WatchedRuns is how many runs have WaitChange waiters.
+func (e *Engine) WatchedRuns() int { return e.changes.watched() }

@@ -9,12 +9,20 @@
 //
 //	GET  /api/runs                                   {runs: [Run…]}       ?status=&limit=
 //	GET  /api/runs/{id}                              Run
-//	GET  /api/runs/{id}/events                       {events: [Event…]}   ?after=&limit=
+//	GET  /api/runs/{id}/events                       {events: [Event…]}   ?after=&limit=&wait=
 //	GET  /api/runs/{id}/interactions/pending         {interactions: [Interaction…]}
 //	POST /api/runs/{id}/interactions/{iid}/answer    {answer} or {answers: {field: value}}
 //	                                                 → {run_id, interaction_id, queued, resumed}
 //	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
 //	POST /api/runs                                   {file_path, vars?, run_id?, preset?} → {run_id, status}
+//
+// Events are long-polled with wait (a Go duration, such as 30s; at most
+// MaxWait, more is cut to it): when the run has no event after "after",
+// the request is held until one is stored, the run's status changes (it
+// pauses, ends, resumes) or wait passes, which answers an empty list. A
+// run that is over answers at once. Without wait, or with 0s, it answers
+// at once, as upstream's does. A server shutting down ends the waits it
+// holds with 503 (code shutting_down).
 //
 // The pending list holds every open question: async questions, the form
 // of a paused human node and an agent's blocking ask_user, each with the
@@ -32,7 +40,8 @@
 // (another user on the socket), 404 (unknown run or question), 409
 // (already answered, the run not waiting for it, or the wait of an agent
 // rather than a question), 410 (the run has ended), 503 (the store's disk
-// is nearly full: the message says how much is free).
+// is nearly full: the message says how much is free; the server is
+// shutting down).
 package api
 
 import (
@@ -44,6 +53,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -52,7 +63,15 @@ import (
 type runEngine interface {
 	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
 	Stop(ctx context.Context, runID, reason string) (bool, error)
+	WaitChange(ctx context.Context, runID string, after int64) error
 }
+
+// MaxWait is the longest an events request waits for a change.
+const MaxWait = time.Minute
+
+// ErrShuttingDown is the answer to a wait the server ended, or would not
+// begin, because it is shutting down.
+var ErrShuttingDown = errors.New("the store's owner is shutting down: ask again once it is back, or once it has stopped (commands then read the store themselves)")
 
 // Server serves the API.
 type Server struct {
@@ -61,6 +80,52 @@ type Server struct {
 	log    *slog.Logger
 	launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 	redact *engine.Redactor
+	waits  waits
+}
+
+// waits are the events requests waiting for a change, ended by Close.
+type waits struct {
+	mu     sync.Mutex
+	closed bool
+	cancel map[*int]context.CancelCauseFunc
+}
+
+// begin registers a wait under parent; end, called once, unregisters
+// it. After Close the wait's context is cancelled from the start.
+func (w *waits) begin(parent context.Context) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		cancel(ErrShuttingDown)
+		return ctx, func() {}
+	}
+	if w.cancel == nil {
+		w.cancel = map[*int]context.CancelCauseFunc{}
+	}
+	key := new(int)
+	w.cancel[key] = cancel
+	return ctx, func() {
+		w.mu.Lock()
+		delete(w.cancel, key)
+		w.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// Close ends the waits of events requests in progress, which answer 503
+// shutting_down, and makes later ones answer so instead of waiting. Call
+// it when the server starts shutting down, before http.Server.Shutdown,
+// which would otherwise wait for them. Other requests are served as
+// before.
+func (s *Server) Close() {
+	s.waits.mu.Lock()
+	defer s.waits.mu.Unlock()
+	s.waits.closed = true
+	for _, cancel := range s.waits.cancel {
+		cancel(ErrShuttingDown)
+	}
+	clear(s.waits.cancel)
 }
 
 // Options configure a Server. Zero fields mean the defaults noted.
@@ -149,28 +214,61 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	after, err := intParam(r, "after", 0)
-	if err == nil {
-		var limit int64
-		limit, err = intParam(r, "limit", 1000)
-		if err == nil {
-			id := r.PathValue("id")
-			if _, err = s.store.Run(r.Context(), id); err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			evs, err := s.store.Events(r.Context(), id, after, int(limit))
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			if evs == nil {
-				evs = []engine.Event{}
-			}
-			writeJSON(w, http.StatusOK, map[string]any{"events": evs})
-			return
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := intParam(r, "limit", 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	wait, err := waitParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	id := r.PathValue("id")
+	if _, err = s.store.Run(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	evs, err := s.store.Events(r.Context(), id, after, int(limit))
+	if err == nil && len(evs) == 0 && wait > 0 {
+		if err = s.waitChange(r.Context(), id, after, wait); err == nil {
+			evs, err = s.store.Events(r.Context(), id, after, int(limit))
 		}
 	}
-	writeError(w, http.StatusBadRequest, err)
+	if r.Context().Err() != nil {
+		return // the caller is gone
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []engine.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+// waitChange waits up to wait for run id to change after seq after: nil
+// when it did or the wait passed, ErrShuttingDown when Close ended it.
+func (s *Server) waitChange(parent context.Context, id string, after int64, wait time.Duration) error {
+	ctx, end := s.waits.begin(parent)
+	defer end()
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := s.engine.WaitChange(ctx, id, after)
+	switch {
+	case err == nil, parent.Err() != nil:
+		return err
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		return ErrShuttingDown
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil // the wait passed: no events
+	}
+	return err
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
@@ -311,6 +409,7 @@ var errorCodes = []struct {
 	{engine.ErrWorkflowChanged, http.StatusConflict, "workflow_changed"},
 	{engine.ErrRunEnded, http.StatusGone, "run_ended"},
 	{engine.ErrStorageFull, http.StatusServiceUnavailable, "storage_full"},
+	{ErrShuttingDown, http.StatusServiceUnavailable, "shutting_down"},
 }
 
 // errorBody is the JSON of an error reply.
@@ -331,6 +430,20 @@ func intParam(r *http.Request, name string, def int64) (int64, error) {
 		return 0, fmt.Errorf("query parameter %s=%q is not a non-negative integer", name, v)
 	}
 	return n, nil
+}
+
+// waitParam reads the wait of an events request: a Go duration, cut to
+// MaxWait; none means 0, no wait.
+func waitParam(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("query parameter wait=%q is not a duration: use one such as 30s (at most %s)", v, MaxWait)
+	}
+	return min(d, MaxWait), nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

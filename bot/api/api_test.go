@@ -172,7 +172,7 @@ func TestRunsAndEvents(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].ID != f.run.ID {
 		t.Fatalf("runs = %v, %v", runs, err)
 	}
-	evs, err := f.client.Events(ctx, f.run.ID, 0, 100)
+	evs, err := f.client.Events(ctx, f.run.ID, 0, 100, 0)
 	if err != nil || len(evs) != 1 || evs[0].Type != engine.EventHumanInputRequested || evs[0].Data["async"] != true {
 		t.Fatalf("events = %+v, %v", evs, err)
 	}

@@ -99,13 +99,28 @@ func (c *Client) Run(ctx context.Context, id string) (*engine.Run, error) {
 	return &run, nil
 }
 
-// Events returns events of a run after seq.
-func (c *Client) Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error) {
+// Events returns up to limit events of a run with Seq > after. With wait
+// above 0 and no such event yet, the owner holds the request until one is
+// stored, the run's status changes or wait passes (no events then; wait
+// is cut to MaxWait); a run that is over answers at once. A wait the
+// owner ends as it shuts down fails with ErrShuttingDown.
+func (c *Client) Events(ctx context.Context, id string, after int64, limit int, wait time.Duration) ([]engine.Event, error) {
 	var out struct {
 		Events []engine.Event `json:"events"`
 	}
 	path := fmt.Sprintf("/api/runs/%s/events?after=%d&limit=%d", url.PathEscape(id), after, limit)
-	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	cl := c
+	if wait > 0 {
+		path += "&wait=" + url.QueryEscape(wait.String())
+		// The request lasts as long as the wait, beyond the client's
+		// usual timeout.
+		if t := c.http.Timeout; t > 0 {
+			hc := *c.http
+			hc.Timeout = t + min(wait, MaxWait)
+			cl = &Client{http: &hc, base: c.base, token: c.token}
+		}
+	}
+	err := cl.do(ctx, http.MethodGet, path, nil, &out)
 	return out.Events, err
 }
 

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
+	"github.com/iterion-bot/iterion/engine"
 )
 
 // The whole loop with the real claw backend against the fake model
@@ -244,28 +244,16 @@ func TestServeAnswersResumeAwaitingRun(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return out
 	}
-	waitFor := func(status string) {
-		t.Helper()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		deadline := time.Now().Add(30 * time.Second)
-		for got := ""; got != status; <-tick.C {
-			if time.Now().After(deadline) {
-				t.Fatalf("run sv-1 is %q, want %q", got, status)
-			}
-			got, _ = call("GET", "/api/runs/sv-1", "")["status"].(string)
-		}
-	}
 	if out := call("POST", "/api/runs", `{"file_path": "examples/async-questions/main.bot", "run_id": "sv-1"}`); out["run_id"] != "sv-1" {
 		t.Fatalf("launch: %v", out)
 	}
-	waitFor("paused_waiting_human")
+	waitRunStatus(t, base, "tok", "sv-1", engine.StatusPausedWaitingHuman)
 	first := call("POST", "/api/runs/sv-1/interactions/sv-1_draft_async_1/answer", `{"answer": "MIT"}`)
 	last := call("POST", "/api/runs/sv-1/interactions/sv-1_draft_async_2/answer", `{"answer": "Go 1.26"}`)
 	if first["resumed"] != false || last["resumed"] != true {
 		t.Errorf("resumed: first %v, last %v; want false then true", first["resumed"], last["resumed"])
 	}
-	waitFor("finished")
+	waitRunStatus(t, base, "tok", "sv-1", engine.StatusFinished)
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Errorf("serve exited %d", code)

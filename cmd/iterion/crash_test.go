@@ -304,19 +304,10 @@ func TestServeContinuesInterruptedRuns(t *testing.T) {
 		t.Fatalf("serve did not start: %q", sc.Text())
 	}
 	go io.Copy(io.Discard, stdout)
-	// The run finishes in the server: watch it through the socket API,
-	// which `runs show` uses while the server owns the store.
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ; ; <-tick.C {
-		_, out := runChild(t, "", "runs", "show", "s1", "--store-dir", st, "--json")
-		if strings.Contains(out, `"status": "finished"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run s1 did not finish under serve:\n%s", out)
-		}
+	// The run finishes in the server: wait for it through the socket API,
+	// as another command would. Its timeout is the watchdog.
+	if _, out := runChild(t, "", "runs", "wait", "s1", "--until", "finished", "--timeout", "1m", "--store-dir", st); !strings.Contains(out, "run s1 is finished") {
+		t.Fatalf("run s1 did not finish under serve:\n%s", out)
 	}
 	_ = srv.Process.Signal(syscall.SIGTERM)
 	_ = srv.Wait()

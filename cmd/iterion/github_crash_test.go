@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/api"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
@@ -108,21 +109,24 @@ func (h *ghHarness) events(runID string) []engine.Event {
 
 // waitNodeStarted waits until node has started in the run. Nothing on the
 // fake GitHub shows it in time (progress reaches the status comment at
-// most every 10 s), so it watches the run's events over the REST API, as
-// TestServeContinuesInterruptedRuns does.
+// most every 10 s), so it waits on the run's events over the REST API,
+// long-polled. A minute without it fails the test: a watchdog, not a wait.
 func (h *ghHarness) waitNodeStarted(runID, node string) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for ; ; <-tick.C {
-		for _, ev := range h.events(runID) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := api.NewClient(h.base, api.ClientOptions{Token: h.token})
+	var after int64
+	for {
+		evs, err := c.Events(ctx, runID, after, 1000, 30*time.Second)
+		if err != nil {
+			h.t.Fatalf("node %s of run %s did not start: %v", node, runID, err)
+		}
+		for _, ev := range evs {
 			if ev.Type == engine.EventNodeStarted && ev.NodeID == node {
 				return
 			}
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("node %s of run %s did not start", node, runID)
+			after = ev.Seq
 		}
 	}
 }

@@ -370,6 +370,10 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 		}
 		return true
 	}
+	// The relay removes it after the end's last post, and nothing tells:
+	// it is neither a change of the run nor a call to GitHub, and stopping
+	// serve first could cancel the relay before it gets there. So this one
+	// loop reads the file system, bounded.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for deadline := time.Now().Add(30 * time.Second); !gone(); <-tick.C {
@@ -421,7 +425,7 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 	h.comment("ana", "/iterion run")
 	runID := h.startedRun()
 	h.botComment("**Question Q1**")
-	h.fake.WaitFor(30*time.Second, "the run to wait", func() bool { s, _ := h.runStatus(runID); return s == "paused_waiting_human" })
+	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusPausedWaitingHuman)
 	stop()
 
 	// While serve is down: an answer by quote reply, an earlier unrelated
@@ -434,7 +438,7 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 	h.fake.WaitFor(60*time.Second, "👍 on the answer written while down", func() bool {
 		return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", answer.ID))
 	})
-	h.fake.WaitFor(60*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusFinished)
 	h.botComment("Answered by `ana` via github:\n\n> release")
 	refusals := h.fake.BotComments(7, "@bo thank you, but only people with write permission")
 	if len(refusals) != 1 {
@@ -488,7 +492,7 @@ func TestServeGitHubVariants(t *testing.T) {
 	h.deliver("dup", payload)
 	h.deliver("dup", payload)
 	runID := h.startedRun()
-	h.fake.WaitFor(30*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusFinished)
 	// In a code block: ignored. Without permission: told so.
 	code := h.comment("ana", "To start one, write:\n```\n/iterion run\n```")
 	h.comment("bo", "/iterion run")
@@ -512,7 +516,9 @@ func TestServeGitHubVariants(t *testing.T) {
 }
 
 // waitDeliveriesHandled waits until serve has no delivery left to handle,
-// reading its metrics.
+// reading its metrics. A delivery that changes nothing (an ignored
+// comment) has no event to wait on, neither a run's change nor a call to
+// GitHub, so this reads the metrics until none is pending, bounded.
 func (h *ghHarness) waitDeliveriesHandled() {
 	h.t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -574,7 +580,7 @@ workflow w:
 	}
 	good := h.comment("ana", "> **Question Q1**\n> > Ship the release?\n\napproved: yes\nreason: tests pass")
 	h.fake.WaitFor(30*time.Second, "👍 on the form's answer", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", good)) })
-	h.fake.WaitFor(30*time.Second, "the run to finish", func() bool { s, _ := h.runStatus(runID); return s == "finished" })
+	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusFinished)
 	h.fake.WaitFor(30*time.Second, "the form's comment to say who answered", func() bool {
 		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> approved: true\n> reason: tests pass")) == 1
 	})

@@ -57,6 +57,7 @@ type owner struct {
 	db     *store.DB
 	engine *engine.Engine
 	local  *api.LocalServer
+	api    *api.Server
 	// apiHandler is the API, also mounted by serve on TCP behind a token.
 	apiHandler http.Handler
 }
@@ -117,8 +118,8 @@ func openOwner(dir, command string, notices io.Writer) (*owner, error) {
 func (o *owner) start(opts engine.Options, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) error {
 	opts.Store = o.db
 	o.engine = engine.New(opts)
-	srv := api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor})
-	o.apiHandler = srv.Handler()
+	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor})
+	o.apiHandler = o.api.Handler()
 	// We hold the store, so a socket and token already there are a dead
 	// owner's: ServeLocal replaces them.
 	var err error
@@ -128,8 +129,12 @@ func (o *owner) start(opts engine.Options, launch func(context.Context, api.Laun
 	return nil
 }
 
-// Close stops the API and the engine's timers, and closes the store.
+// Close stops the API (ending the waits of its clients first) and the
+// engine's timers, and closes the store.
 func (o *owner) Close() error {
+	if o.api != nil {
+		o.api.Close()
+	}
 	if o.local != nil {
 		_ = o.local.Close()
 	}

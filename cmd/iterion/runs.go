@@ -25,6 +25,10 @@ type runsAPI interface {
 	Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error)
 	Run(ctx context.Context, id string) (*engine.Run, error)
 	Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error)
+	// WaitEvents is Events held by a live owner, when there are none, until
+	// the run changes (an event, a status) or wait passes. Without an
+	// owner nothing can change the run: it answers at once.
+	WaitEvents(ctx context.Context, id string, after int64, limit int, wait time.Duration) ([]engine.Event, error)
 	Pending(ctx context.Context, id string) ([]*engine.Interaction, error)
 	// Interactions lists every question of a run, answered or not.
 	Interactions(ctx context.Context, id string) ([]*engine.Interaction, error)
@@ -46,7 +50,10 @@ func (a ownerAPI) Run(ctx context.Context, id string) (*engine.Run, error) {
 	return a.client.Run(ctx, id)
 }
 func (a ownerAPI) Events(ctx context.Context, id string, after int64, limit int) ([]engine.Event, error) {
-	return a.client.Events(ctx, id, after, limit)
+	return a.client.Events(ctx, id, after, limit, 0)
+}
+func (a ownerAPI) WaitEvents(ctx context.Context, id string, after int64, limit int, wait time.Duration) ([]engine.Event, error) {
+	return a.client.Events(ctx, id, after, limit, wait)
 }
 func (a ownerAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
 	return a.client.Pending(ctx, id)
@@ -114,6 +121,12 @@ func (a directAPI) Events(ctx context.Context, id string, after int64, limit int
 		return nil, err
 	}
 	return a.db.Events(ctx, id, after, limit)
+}
+
+// WaitEvents does not wait: this process holds the store, so nothing else
+// can change the run meanwhile.
+func (a directAPI) WaitEvents(ctx context.Context, id string, after int64, limit int, _ time.Duration) ([]engine.Event, error) {
+	return a.Events(ctx, id, after, limit)
 }
 func (a directAPI) Pending(ctx context.Context, id string) ([]*engine.Interaction, error) {
 	all, err := a.Interactions(ctx, id)
@@ -322,11 +335,41 @@ its published artifacts. --json prints the run's record with all of it.`,
 		Use: "events RUN", Short: "Print a run's events as JSON lines", Args: exactArgs(1, "events needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return printEvents(cmd.Context(), cmd.OutOrStdout(), a, args[0], follow)
+				return printEvents(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a, args[0], follow)
 			})
 		},
 	}
-	events.Flags().BoolVar(&follow, "follow", false, "keep printing new events until the run stops")
+	events.Flags().BoolVar(&follow, "follow", false, "keep printing new events as they are stored, until the run stops")
+
+	var until string
+	var timeout time.Duration
+	wait := &cobra.Command{
+		Use:   "wait RUN [--until STATE] [--timeout 10m]",
+		Short: "Wait until a run stops or pauses (or reaches --until), and print its status",
+		Long: `Wait blocks until the run stops (finished, failed, failed_resumable or
+cancelled) or pauses, or, with --until, reaches that state, then prints its status
+line ("run RUN is finished", with the failure code and error of a run that failed)
+and exits 0. It exits 1, with the status line and a message, when the run ended in
+another state (waiting for finished, it failed), when --timeout passes first (0:
+no limit), or when no iterion process owns the store: nothing can change the run
+then, so the command answers from its state. It waits on the owner, which holds
+each request until the run changes: nothing polls.`,
+		Args: exactArgs(1, "wait needs a run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			want, err := untilState(until)
+			if err != nil {
+				return err
+			}
+			if timeout < 0 {
+				return usageError{fmt.Errorf("--timeout %s: use a duration such as 10m, or 0 to wait as long as it takes", timeout)}
+			}
+			return withRuns(cmd, storeFlag, func(a runsAPI) error {
+				return waitRun(cmd.Context(), cmd.OutOrStdout(), a, args[0], want, timeout)
+			})
+		},
+	}
+	wait.Flags().StringVar(&until, "until", "", "the state to wait for: "+untilNames()+" (default: the run stops or pauses)")
+	wait.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 
 	questions := &cobra.Command{
 		Use: "questions RUN", Short: "List a run's open questions and forms, with the fields each answer takes (JSON)", Args: exactArgs(1, "questions needs a run id"),
@@ -413,7 +456,7 @@ via cli.`,
 			return recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), storeDir(storeFlag))
 		},
 	}
-	cmd.AddCommand(list, show, artifact, events, questions, answer, cancel, resume, recoverCmd, newPruneCmd())
+	cmd.AddCommand(list, show, artifact, events, wait, questions, answer, cancel, resume, recoverCmd, newPruneCmd())
 	return cmd
 }
 
@@ -553,10 +596,23 @@ func fieldArgs(fields []engine.FormField) string {
 	return strings.Join(parts, " ")
 }
 
-func printEvents(ctx context.Context, out io.Writer, a runsAPI, runID string, follow bool) error {
+// followWait is how long runs events --follow and runs wait let the
+// owner hold each request for the run's next change.
+const followWait = 30 * time.Second
+
+// printEvents prints the run's events as JSON lines; following, it waits
+// on the owner for each next one until the run is over.
+func printEvents(ctx context.Context, out, errOut io.Writer, a runsAPI, runID string, follow bool) error {
 	var after int64
+	var wait time.Duration
+	if follow {
+		wait = followWait
+	}
 	for {
-		evs, err := a.Events(ctx, runID, after, 1000)
+		evs, err := a.WaitEvents(ctx, runID, after, eventPage, wait)
+		if follow && ctx.Err() != nil {
+			return nil // Ctrl-C ends --follow
+		}
 		if err != nil {
 			return explain(err, "run "+runID)
 		}
@@ -570,23 +626,136 @@ func printEvents(ctx context.Context, out io.Writer, a runsAPI, runID string, fo
 			}
 			after = ev.Seq
 		}
-		if !follow || len(evs) == 1000 {
-			if len(evs) == 1000 {
-				continue
-			}
+		if len(evs) == eventPage {
+			continue
+		}
+		if !follow {
 			return nil
 		}
 		run, err := a.Run(ctx, runID)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if run.Status.Terminal() && len(evs) == 0 {
+		// A run's end is stored with its last events: seen over, it is read
+		// once more (answered at once) for what came with the end.
+		if len(evs) > 0 {
+			continue
+		}
+		if run.Status.Terminal() {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if !a.live() {
+			fmt.Fprintf(errOut, "run %s is %s and no iterion process owns the store, so nothing changes it: --follow ends here (iterion runs show %s says what it waits for)\n", termLine(runID), run.Status, termLine(runID))
 			return nil
-		case <-time.After(200 * time.Millisecond): // polling a remote log
+		}
+	}
+}
+
+// until is a state runs wait waits for.
+type until struct {
+	name    string
+	reached func(engine.Status) bool
+}
+
+// untilStates are the values of runs wait --until.
+var untilStates = []until{
+	{"stopped", engine.Status.Terminal},
+	{"paused", func(s engine.Status) bool { return s == engine.StatusPausedWaitingHuman }},
+	{string(engine.StatusFinished), func(s engine.Status) bool { return s == engine.StatusFinished }},
+	{string(engine.StatusFailed), func(s engine.Status) bool { return s == engine.StatusFailed }},
+	{string(engine.StatusFailedResumable), func(s engine.Status) bool { return s == engine.StatusFailedResumable }},
+	{string(engine.StatusCancelled), func(s engine.Status) bool { return s == engine.StatusCancelled }},
+	{string(engine.StatusPausedWaitingHuman), func(s engine.Status) bool { return s == engine.StatusPausedWaitingHuman }},
+}
+
+// stoppedOrPaused is runs wait's default.
+var stoppedOrPaused = until{"stopped or paused", func(s engine.Status) bool { return s != engine.StatusRunning }}
+
+func untilNames() string {
+	names := make([]string, len(untilStates))
+	for i, u := range untilStates {
+		names[i] = u.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// untilState is the state --until names; "" is the default.
+func untilState(name string) (until, error) {
+	if name == "" {
+		return stoppedOrPaused, nil
+	}
+	for _, u := range untilStates {
+		if u.name == name {
+			return u, nil
+		}
+	}
+	return until{}, usageError{fmt.Errorf("--until %q: use one of %s", name, untilNames())}
+}
+
+// statusLine says where a run is: its status, and for a failure its code
+// and error.
+func statusLine(run *engine.Run) string {
+	line := fmt.Sprintf("run %s is %s", termLine(run.ID), run.Status)
+	if run.FailureCode != "" || run.Error != "" {
+		line += fmt.Sprintf(" [%s] %s", termLine(run.FailureCode), termLine(run.Error))
+	}
+	return line
+}
+
+// waitRun waits until run runID reaches want, within timeout (0: none),
+// waiting on the owner for each change of the run. It prints the run's
+// status line once it knows how the wait ends, and fails when the run
+// ended otherwise, when nothing can change it (no owner) or at timeout.
+func waitRun(ctx context.Context, out io.Writer, a runsAPI, runID string, want until, timeout time.Duration) error {
+	wctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var run *engine.Run
+	gaveUp := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped waiting for run %s", termLine(runID))
+		}
+		if wctx.Err() == nil {
+			return explain(err, "run "+runID)
+		}
+		if run == nil {
+			return fmt.Errorf("run %s: no answer from the store's owner within %s", runID, timeout)
+		}
+		fmt.Fprintln(out, statusLine(run))
+		return fmt.Errorf("run %s is still %s after %s, not %s", termLine(runID), run.Status, timeout, want.name)
+	}
+	var after int64
+	for {
+		r, err := a.Run(wctx, runID)
+		if err != nil {
+			return gaveUp(err)
+		}
+		run = r
+		switch {
+		case want.reached(run.Status):
+			fmt.Fprintln(out, statusLine(run))
+			return nil
+		case run.Status.Terminal():
+			fmt.Fprintln(out, statusLine(run))
+			return fmt.Errorf("run %s ended %s, not %s", termLine(runID), run.Status, want.name)
+		case !a.live():
+			fmt.Fprintln(out, statusLine(run))
+			return fmt.Errorf("run %s is %s, not %s, and no iterion process owns the store, so nothing changes it (iterion runs show %s says what it waits for)", termLine(runID), run.Status, want.name, termLine(runID))
+		}
+		// Each answer is an event after the last seen, or the run changed,
+		// or the wait passed: the run is read again either way.
+		evs, err := a.WaitEvents(wctx, runID, after, eventPage, followWait)
+		if err != nil {
+			return gaveUp(err)
+		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].Seq
 		}
 	}
 }

@@ -203,6 +203,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	case <-ctx.Done():
 	}
 	log.Info("stopping: no new requests; waiting for the runs in flight")
+	// Waiting clients are told now: Shutdown would wait for them.
+	o.api.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

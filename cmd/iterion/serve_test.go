@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iterion-bot/iterion/bot/api"
+	"github.com/iterion-bot/iterion/engine"
 )
 
 func TestServe(t *testing.T) {
@@ -63,30 +67,17 @@ func TestServe(t *testing.T) {
 	if code, _ := call("GET", "/api/runs/api-1", "tok", ""); code != http.StatusOK {
 		t.Fatalf("the launched run is not stored yet: GET = %d", code)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for status := ""; status != "finished"; <-tick.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("run api-1 did not finish (status %q)", status)
-		}
-		_, run := call("GET", "/api/runs/api-1", "tok", "")
-		status, _ = run["status"].(string)
-		if trigger, _ := run["trigger"].(map[string]any); trigger["actor"] != "deploy-bot" {
-			t.Fatalf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
-		}
+	waitRunStatus(t, base, "tok", "api-1", engine.StatusFinished)
+	_, run := call("GET", "/api/runs/api-1", "tok", "")
+	if trigger, _ := run["trigger"].(map[string]any); trigger["actor"] != "deploy-bot" {
+		t.Errorf("run api-1 was started by %v, want the token's name deploy-bot", trigger["actor"])
 	}
 	// It worked in a directory of its own, not in the server's, removed
-	// once the run is over (just after its end is stored).
+	// once the run is over (checked once serve stopped: its executor,
+	// which removes it just after storing the end, has returned then).
 	ws := filepath.Join(dir, "st", "workspaces", "api-1")
-	if _, run := call("GET", "/api/runs/api-1", "tok", ""); run["work_dir"] != ws {
+	if run["work_dir"] != ws {
 		t.Errorf("run api-1 worked in %v, want its own directory under the store's workspaces/", run["work_dir"])
-	}
-	for _, err := os.Stat(ws); err == nil; _, err = os.Stat(ws) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the workspace of finished run api-1 is still there")
-		}
-		<-tick.C
 	}
 	// Other commands reach the server on its socket, with its token.
 	if code, out, errOut := runCLI(t, "runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
@@ -105,6 +96,9 @@ func TestServe(t *testing.T) {
 	}
 	if code := stop(); code != exitOK {
 		t.Errorf("serve exited %d", code)
+	}
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Errorf("the workspace of finished run api-1 is still there (%v)", err)
 	}
 }
 
@@ -152,25 +146,15 @@ func TestServeHumanForms(t *testing.T) {
 		t.Helper()
 		return apiCall(t, base, method, path, "tok", body)
 	}
-	// waitFor polls the run's status: serve's API has no event stream.
-	waitFor := func(id, status string) {
+	waitFor := func(id string, status engine.Status) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for got := ""; got != status; <-tick.C {
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s is %q, not %s", id, got, status)
-			}
-			_, r := call("GET", "/api/runs/"+id, "")
-			got, _ = r["status"].(string)
-		}
+		waitRunStatus(t, base, "tok", id, status)
 	}
 	for _, id := range []string{"form-rest", "form-cli"} {
 		if code, out := call("POST", "/api/runs", `{"file_path": "h.bot", "run_id": "`+id+`", "vars": {"version": "2.0"}}`); code != http.StatusCreated {
 			t.Fatalf("launch %s = %d %v", id, code, out)
 		}
-		waitFor(id, "paused_waiting_human")
+		waitFor(id, engine.StatusPausedWaitingHuman)
 	}
 	code, out := call("GET", "/api/runs/form-rest/interactions/pending", "")
 	ixs, _ := out["interactions"].([]any)
@@ -191,7 +175,7 @@ func TestServeHumanForms(t *testing.T) {
 	if code, out := call("POST", path, `{"answers": {"approved": true, "reason": "tests pass"}}`); code != 200 || out["resumed"] != true {
 		t.Fatalf("answer = %d %v", code, out)
 	}
-	waitFor("form-rest", "finished")
+	waitFor("form-rest", engine.StatusFinished)
 
 	if code, out, errOut := runCLI(t, "runs", "questions", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, `"name": "approved"`) {
 		t.Errorf("runs questions: exit %d\n%s%s", code, out, errOut)
@@ -200,7 +184,7 @@ func TestServeHumanForms(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "run form-cli continues in the store's owner") {
 		t.Fatalf("runs answer: exit %d\n%s%s", code, stdout, errOut)
 	}
-	waitFor("form-cli", "finished")
+	waitFor("form-cli", engine.StatusFinished)
 	if code, out, _ := runCLI(t, "runs", "cancel", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "already over") {
 		t.Errorf("cancel of a finished run: exit %d %s", code, out)
 	}
@@ -230,6 +214,22 @@ func startServe(t *testing.T) (base string, stop func() int) {
 	go io.Copy(io.Discard, pr)
 	base = strings.Fields(strings.SplitAfter(sc.Text(), "listening on ")[1])[0]
 	return base, func() int { cancel(); return <-done }
+}
+
+// waitRunStatus waits until serve's run id is status, on the API's
+// long-polled events, as iterion runs wait does. A minute without it
+// fails the test: a watchdog, not a wait.
+func waitRunStatus(t testing.TB, base, token, id string, status engine.Status) {
+	t.Helper()
+	want, err := untilState(string(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := api.NewClient(base, api.ClientOptions{Token: token})
+	var line bytes.Buffer
+	if err := waitRun(context.Background(), &line, ownerAPI{&storeAccess{client: c}}, id, want, time.Minute); err != nil {
+		t.Fatalf("waiting for run %s to be %s: %v", id, status, err)
+	}
 }
 
 // apiCall sends a request to serve's API with token ("" for none) and
