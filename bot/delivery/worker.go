@@ -207,16 +207,16 @@ func (w *Worker) Run(ctx context.Context) {
 					// No retry can help: it waits for its hold's release.
 					// Channels send little while refused (GitHub sends no
 					// webhooks to an uninstalled App): each is worth its line.
-					w.log.Info("delivery held until its hold is released", "delivery", d.ID, "event", d.Event, "hold", held.Hold())
 					if err := w.queue.HoldDelivery(context.WithoutCancel(ctx), d.Source, d.ID, held.Hold(), herr); err != nil {
 						w.log.Error("holding a delivery failed", "delivery", d.ID, "err", err)
+						return
 					}
+					w.log.Info("delivery held until its hold is released", "delivery", d.ID, "event", d.Event, "hold", held.Hold())
 					return
 				}
 				var later *RetryLater
 				// The channel's own "wait" is never given up on.
 				if errors.As(herr, &later) && (later.Limited || d.Attempts+1 < MaxAttempts) {
-					w.log.Warn("handling a delivery postponed", "delivery", d.ID, "event", d.Event, "retry_in", later.After, "err", herr)
 					// Due by the time package's clock, which the store reads
 					// by default and the wake-up timer runs on (tests run the
 					// worker in a testing/synctest bubble, where both are fake).
@@ -224,6 +224,9 @@ func (w *Worker) Run(ctx context.Context) {
 						w.log.Error("postponing a delivery failed", "delivery", d.ID, "err", err)
 						return // still due: the next listing takes it
 					}
+					// Said once it is stored, so the log never runs ahead of
+					// the store.
+					w.log.Warn("handling a delivery postponed", "delivery", d.ID, "event", d.Event, "retry_in", later.After, "err", herr)
 					retryIn = later.After
 					return
 				}
