@@ -69,8 +69,10 @@ const HelpText = "iterion commands, each on its own line:\n" +
 	"- `/iterion help` shows this text"
 
 // ParseComment finds the commands of a comment body. A command stands on
-// its own line, starting with /iterion; lines inside fenced or indented
-// code blocks and quotes ("> ") never count. Lines that look like a
+// its own line, starting with /iterion, where a reader of the rendered
+// comment sees it: lines inside fenced or indented code blocks, quotes
+// ("> "), HTML comments and <pre>, <script>, <style> or <textarea> blocks
+// never count (see visible). Lines that look like a
 // command but are not one (a typo, an unknown verb, a missing argument)
 // come back as problems, so the bot can reply instead of staying silent.
 func ParseComment(body string) ([]Command, []Problem) {
@@ -78,18 +80,15 @@ func ParseComment(body string) ([]Command, []Problem) {
 		return nil, []Problem{{Line: 1, Message: fmt.Sprintf("the comment is longer than %d characters; commands in it are ignored", MaxCommentSize)}}
 	}
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
+	shown := visible(lines)
 	var cmds []Command
 	var problems []Problem
-	var code fences
 	for i := 0; i < len(lines); i++ {
-		line := lines[i]
+		line, ok := shown[i]
+		if !ok {
+			continue // code, hidden, or a quote of someone else's words
+		}
 		trimmed := strings.TrimLeft(line, " ")
-		if code.fenceLine(trimmed) {
-			continue
-		}
-		if code.inCode() || len(line)-len(trimmed) >= 4 || strings.HasPrefix(line, "\t") || strings.HasPrefix(trimmed, ">") {
-			continue // code, or a quote of someone else's words
-		}
 		word, rest := cutWord(trimmed)
 		if !strings.EqualFold(word, "/iterion") {
 			if strings.HasPrefix(word, "/") && textdist.Distance(strings.ToLower(word), "/iterion") <= 2 && len(word) > 3 {
@@ -162,38 +161,164 @@ func isCommandLine(line string) bool {
 	return strings.EqualFold(word, "/iterion")
 }
 
-func fenceOf(line string) string {
-	for _, f := range []string{"```", "~~~"} {
-		if strings.HasPrefix(line, f) {
-			return f
+// fences follows the fenced code blocks of a comment, line by line.
+// Kinds of comment lines, as a reader of the rendered comment meets them.
+const (
+	lineProse  = iota // text: its visible part may start a command
+	lineQuote         // a quote ("> ") of someone else's words
+	lineCode          // in a fenced or indented code block, or a fence
+	lineHidden        // in an HTML comment or a raw HTML block: not shown
+)
+
+// commentLine is a line of a comment with its kind and, for prose and
+// quotes, the text shown (HTML comments removed).
+type commentLine struct {
+	kind int
+	text string
+}
+
+// scanLines classifies the lines of a comment: code (fenced, with
+// CommonMark's rule that a closing fence is of the same character and at
+// least as long as the opening one, and indented), quotes, HTML comments
+// (which GitHub does not render, wherever they start), <pre>, <script>,
+// <style> and <textarea> blocks, and prose. It reads each line once, so
+// its cost is linear in the comment.
+func scanLines(lines []string) []commentLine {
+	out := make([]commentLine, len(lines))
+	var fence fenceMark // the open code fence, zero outside one
+	var endTag string   // the end tag of the open HTML block, "" outside one
+	inComment := false  // inside <!-- … -->
+	for i, line := range lines {
+		switch {
+		case fence.open():
+			if fence.closedBy(line) {
+				fence = fenceMark{}
+			}
+			out[i] = commentLine{kind: lineCode, text: line}
+			continue
+		case endTag != "":
+			if strings.Contains(strings.ToLower(line), endTag) {
+				endTag = ""
+			}
+			out[i] = commentLine{kind: lineHidden}
+			continue
+		case inComment:
+			out[i] = commentLine{kind: lineHidden}
+			if end := strings.Index(line, "-->"); end >= 0 {
+				// What follows the comment on its last line is in the
+				// paragraph the comment interrupted, not the start of a
+				// line; another comment may open there.
+				_, inComment = stripComments(line[end+3:])
+			}
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		trimmed := line[indent:]
+		if indent >= 4 || strings.HasPrefix(trimmed, "\t") {
+			out[i] = commentLine{kind: lineCode, text: line}
+			continue
+		}
+		if m := openingFence(trimmed); m.open() {
+			fence = m
+			out[i] = commentLine{kind: lineCode, text: line}
+			continue
+		}
+		if tag := htmlBlockEnd(trimmed); tag != "" {
+			if !strings.Contains(strings.ToLower(trimmed[1:]), tag) {
+				endTag = tag
+			}
+			out[i] = commentLine{kind: lineHidden}
+			continue
+		}
+		text, open := stripComments(line)
+		inComment = open
+		kind := lineProse
+		if strings.HasPrefix(strings.TrimLeft(text, " "), ">") {
+			kind = lineQuote
+		}
+		out[i] = commentLine{kind: kind, text: text}
+	}
+	return out
+}
+
+// visible returns, by line index, the shown text of each prose line:
+// those whose start a reader sees as the start of a line.
+func visible(lines []string) map[int]string {
+	shown := map[int]string{}
+	for i, l := range scanLines(lines) {
+		if l.kind == lineProse {
+			shown[i] = l.text
+		}
+	}
+	return shown
+}
+
+// stripComments removes the HTML comments from line and reports whether
+// one is left open at its end.
+func stripComments(line string) (string, bool) {
+	var b strings.Builder
+	for {
+		start := strings.Index(line, "<!--")
+		if start < 0 {
+			b.WriteString(line)
+			return b.String(), false
+		}
+		b.WriteString(line[:start])
+		end := strings.Index(line[start+4:], "-->")
+		if end < 0 {
+			return b.String(), true
+		}
+		line = line[start+4+end+3:]
+	}
+}
+
+// htmlBlockEnd is the end tag of the raw HTML block trimmed opens (<pre>,
+// <script>, <style> or <textarea>, in any case), "" when it opens none.
+func htmlBlockEnd(trimmed string) string {
+	lower := strings.ToLower(trimmed)
+	for _, tag := range []string{"pre", "script", "style", "textarea"} {
+		if rest, ok := strings.CutPrefix(lower, "<"+tag); ok && (rest == "" || rest[0] == '>' || rest[0] == ' ' || rest[0] == '\t') {
+			return "</" + tag + ">"
 		}
 	}
 	return ""
 }
 
-// fences follows the fenced code blocks of a comment, line by line.
-type fences struct {
-	open string // the open fence (``` or ~~~), "" outside code
+// fenceMark is a code fence: its character and length.
+type fenceMark struct {
+	char byte
+	n    int
 }
 
-// fenceLine reports whether trimmed (a line without its leading spaces)
-// opens or closes a code block, and notes which.
-func (f *fences) fenceLine(trimmed string) bool {
-	mark := fenceOf(trimmed)
-	if mark == "" {
+func (f fenceMark) open() bool { return f.n > 0 }
+
+// openingFence reads a code fence at the start of trimmed (a line without
+// its up to three leading spaces): three or more backticks or tildes; a
+// backtick fence's info string holds no backtick.
+func openingFence(trimmed string) fenceMark {
+	if trimmed == "" || (trimmed[0] != '`' && trimmed[0] != '~') {
+		return fenceMark{}
+	}
+	c := trimmed[0]
+	n := len(trimmed) - len(strings.TrimLeft(trimmed, string(c)))
+	if n < 3 || (c == '`' && strings.Contains(trimmed[n:], "`")) {
+		return fenceMark{}
+	}
+	return fenceMark{char: c, n: n}
+}
+
+// closedBy reports whether line closes the fence: up to three spaces, a
+// run of the fence's character at least as long as the opening one, then
+// only spaces.
+func (f fenceMark) closedBy(line string) bool {
+	indent := len(line) - len(strings.TrimLeft(line, " "))
+	if indent >= 4 {
 		return false
 	}
-	switch {
-	case f.open == "":
-		f.open = mark
-	case strings.HasPrefix(trimmed, f.open) && strings.TrimSpace(strings.TrimLeft(trimmed, f.open[:1])) == "":
-		f.open = ""
-	}
-	return true
+	rest := line[indent:]
+	n := len(rest) - len(strings.TrimLeft(rest, string(f.char)))
+	return n >= f.n && strings.TrimSpace(rest[n:]) == ""
 }
-
-// inCode reports whether the lines now are inside a fenced block.
-func (f *fences) inCode() bool { return f.open != "" }
 
 // cutWord splits off the first whitespace-separated word.
 func cutWord(s string) (word, rest string) {

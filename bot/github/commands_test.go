@@ -1,6 +1,7 @@
 package github
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,7 +121,7 @@ func TestParseCommentLimits(t *testing.T) {
 }
 
 func FuzzParseComment(f *testing.F) {
-	for _, s := range []string{"/iterion run a=1", "/iterion answer Q1 a\nb", "```\n/iterion run", "> /iterion", "/iterion run x=\"", "/iteron"} {
+	for _, s := range []string{"/iterion run a=1", "/iterion answer Q1 a\nb", "```\n/iterion run", "> /iterion", "/iterion run x=\"", "/iteron", "<!--\n/iterion run\n-->", "````\n```\n/iterion run", "<pre>\n/iterion run\n</pre>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -143,4 +144,55 @@ func FuzzParseComment(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Commands a reader of the rendered comment cannot see are not commands:
+// in an HTML comment (on its line, across lines, or opened mid-line), in
+// <pre>, <script>, <style> or <textarea> blocks, and in a fenced block that
+// a shorter fence does not close (CommonMark). Once the hiding ends,
+// commands count again.
+func TestHiddenCommandsAreIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string // the verbs found
+	}{
+		{"html comment", "<!-- /iterion run -->", nil},
+		{"html comment across lines", "<!--\n/iterion run\n-->\n/iterion status", []string{CmdStatus}},
+		{"comment opened mid-line", "looks fine <!--\n/iterion run\n--> thanks", nil},
+		{"two comments on a line", "<!-- a --> <!--\n/iterion run\n-->", nil},
+		{"pre block", "<pre>\n/iterion run\n</pre>\n/iterion help", []string{CmdHelp}},
+		{"PRE in capitals", "<PRE class=x>\n/iterion run\n</PRE>", nil},
+		{"script", "<script>\n/iterion run\n</script>", nil},
+		{"four-backtick fence not closed by three", "````\n```\n/iterion run\n````\n/iterion status", []string{CmdStatus}},
+		{"tilde fence not closed by backticks", "~~~\n```\n/iterion run\n~~~", nil},
+		{"unclosed fence runs to the end", "```go\n/iterion run", nil},
+		{"backtick fence with a backtick in its info is text", "``` a`b\n/iterion run", []string{CmdRun}},
+		{"fence indented four spaces is code, not a fence", "    ```\n/iterion run", []string{CmdRun}},
+		{"closing fence may be indented up to three", "```\n/iterion run\n   ```\n/iterion help", []string{CmdHelp}},
+		{"closing fence with text after is not one", "```\n``` x\n/iterion run", nil},
+		{"visible after a closed comment", "<!-- note -->\n/iterion run", []string{CmdRun}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmds, _ := ParseComment(tc.body)
+			var got []string
+			for _, c := range cmds {
+				got = append(got, c.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ParseComment(%q) = %v, want %v", tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
+// A reply's hidden text is neither a quote of a question nor part of its
+// answer.
+func TestReplyHiddenText(t *testing.T) {
+	if _, ok := ParseReply("<!--\n> **Question Q1**\n-->\nyes"); ok {
+		t.Error("a quote inside an HTML comment was taken for one")
+	}
+	r, ok := ParseReply("> **Question Q1** · from `review`\n\nyes <!-- no, reject it -->\n<!--\napproved\n-->")
+	if !ok || r.Text != "yes" {
+		t.Errorf("reply = %+v, %t; want the answer yes, without the hidden text", r, ok)
+	}
 }

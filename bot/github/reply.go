@@ -34,14 +34,12 @@ func ParseReply(body string) (r Reply, ok bool) {
 	}
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
 	var kept, quoted []string
-	var code fences
-	for _, line := range lines {
-		trimmed := strings.TrimLeft(line, " ")
-		if code.fenceLine(trimmed) {
-			kept = append(kept, line)
-			continue
-		}
-		if !code.inCode() && len(line)-len(trimmed) < 4 && strings.HasPrefix(trimmed, ">") {
+	// Only what a reader sees counts: text in HTML comments is neither a
+	// quote nor part of the answer.
+	for _, l := range scanLines(lines) {
+		switch l.kind {
+		case lineQuote:
+			trimmed := strings.TrimLeft(l.text, " ")
 			quoted = append(quoted, strings.TrimLeft(trimmed, "> "))
 			for _, m := range questionRef.FindAllStringSubmatch(trimmed, -1) {
 				n, err := strconv.Atoi(m[1])
@@ -49,9 +47,9 @@ func ParseReply(body string) (r Reply, ok bool) {
 					r.Questions = append(r.Questions, n)
 				}
 			}
-			continue
+		case lineProse, lineCode:
+			kept = append(kept, l.text)
 		}
-		kept = append(kept, line)
 	}
 	if len(r.Questions) == 0 {
 		return Reply{}, false

@@ -321,3 +321,27 @@ func TestServeGitHubReplayedComment(t *testing.T) {
 		t.Errorf("runs = %+v, want one", list.Runs)
 	}
 }
+
+// Commands a reader cannot see start nothing, through serve: in an HTML
+// comment, in <pre>, and in a four-backtick fence a three-backtick line
+// does not close.
+func TestServeGitHubHiddenCommands(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.start()
+	for _, body := range []string{
+		"LGTM <!--\n/iterion run review\n-->",
+		"<pre>\n/iterion run review\n</pre>",
+		"````\n```\n/iterion run review\n````",
+	} {
+		h.comment("ana", body)
+	}
+	// Handled after them, one installation's deliveries going in order.
+	h.comment("ana", "/iterion help")
+	h.botComment("iterion commands, each on its own line")
+	if cs := h.fake.BotComments(7, "run"); len(cs) != 1 {
+		t.Errorf("bot comments after hidden commands: %d, want the help reply alone: %+v", len(cs), cs)
+	}
+	if n := len(h.fake.Reactions()); n != 1 {
+		t.Errorf("%d reactions, want the help command's 👀 alone: %v", n, h.fake.Reactions())
+	}
+}
