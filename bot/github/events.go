@@ -3,6 +3,7 @@ package github
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	gh "github.com/google/go-github/v62/github"
@@ -107,9 +108,28 @@ func Decode(event string, payload []byte) (Trigger, error) {
 	}
 }
 
+// GitHub's names: an account is letters, digits and single hyphens, at
+// most 39, not starting or ending with a hyphen (older accounts may have
+// more hyphens, which stay valid); a repository is letters, digits, '.',
+// '-' and '_', at most 100, and never "." or "..". A payload naming
+// anything else is refused before a name reaches an API path, where
+// go-github would not escape it ("../../etc").
+var (
+	accountName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
+	repoName    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// validRepo reports whether owner/name are names GitHub gives.
+func validRepo(owner, name string) bool {
+	return accountName.MatchString(owner) && repoName.MatchString(name) && name != "." && name != ".."
+}
+
 func base(repo *gh.Repository, inst *gh.Installation) (Trigger, error) {
 	if repo == nil || repo.GetOwner().GetLogin() == "" || repo.GetName() == "" {
 		return Trigger{}, errors.New("the payload names no repository")
+	}
+	if !validRepo(repo.GetOwner().GetLogin(), repo.GetName()) {
+		return Trigger{}, ignored("the payload names a repository %q/%q that is no GitHub name", repo.GetOwner().GetLogin(), repo.GetName())
 	}
 	if inst.GetID() == 0 {
 		// A repository's own webhook pointed at the bot, not the App's.
@@ -263,6 +283,9 @@ func decodePush(e *gh.PushEvent) (Trigger, error) {
 	}
 	if owner == "" || e.GetRepo().GetName() == "" {
 		return Trigger{}, errors.New("the payload names no repository")
+	}
+	if !validRepo(owner, e.GetRepo().GetName()) {
+		return Trigger{}, ignored("the payload names a repository %q/%q that is no GitHub name", owner, e.GetRepo().GetName())
 	}
 	if e.GetInstallation().GetID() == 0 {
 		return Trigger{}, errors.New("the payload names no installation")

@@ -107,6 +107,10 @@ func TestDecode(t *testing.T) {
 			Kind: TriggerInstallation, InstallationID: 42, Owner: "acme", Sender: "root", Action: "deleted",
 		}},
 		{name: "installation of some repositories", event: "installation", payload: strings.Replace(installationDeleted, `"deleted"`, `"unknown_action"`, 1), ignored: "installation unknown_action"},
+		{name: "traversal in the owner", event: "issue_comment", payload: strings.Replace(string(comment), `"login": "acme"`, `"login": "../../etc"`, 1), ignored: "no GitHub name"},
+		{name: "traversal in the repository", event: "pull_request", payload: strings.Replace(prOpened, `"name": "app"`, `"name": ".."`, 1), ignored: "no GitHub name"},
+		{name: "slash in the repository", event: "check_run", payload: strings.Replace(checkRunRerequested, `"name": "app"`, `"name": "app/../../x"`, 1), ignored: "no GitHub name"},
+		{name: "encoded traversal", event: "push", payload: strings.Replace(pushMain, `"name": "acme"`, `"name": "%2e%2e"`, 1), ignored: "no GitHub name"},
 		{name: "ping", event: "ping", payload: `{"zen": "Keep it logically awesome."}`, ignored: "ping"},
 		{name: "other event", event: "star", payload: `{}`, ignored: `"star"`},
 		{name: "broken json", event: "push", payload: `{"ref": `, err: "decode the push payload"},
@@ -157,6 +161,9 @@ func FuzzDecode(f *testing.F) {
 		// An installation event is about an account, not a repository.
 		if got.Kind == "" || got.InstallationID == 0 || (got.Kind != TriggerInstallation && (got.Owner == "" || got.Repo == "")) {
 			t.Fatalf("accepted trigger lacks its identity: %+v", got)
+		}
+		if got.Kind != TriggerInstallation && !validRepo(got.Owner, got.Repo) {
+			t.Fatalf("accepted a repository that is no GitHub name: %q/%q", got.Owner, got.Repo)
 		}
 		if got.Kind == TriggerRerun && (got.HeadSHA == "" || (got.RerunID == "" && got.PR == 0)) {
 			t.Fatalf("re-run trigger names nothing to run again: %+v", got)

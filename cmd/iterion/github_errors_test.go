@@ -345,3 +345,22 @@ func TestServeGitHubHiddenCommands(t *testing.T) {
 		t.Errorf("%d reactions, want the help command's 👀 alone: %v", n, h.fake.Reactions())
 	}
 }
+
+// A payload naming a repository that is no GitHub name ("../../etc") is
+// acknowledged and ignored: nothing reaches an API path with the token.
+func TestServeGitHubTraversalInRepoName(t *testing.T) {
+	h := newGHHarness(t, nil)
+	h.start()
+	payload := bytes.Replace(commentPayload(4242, "ana", "/iterion run review"), []byte(`"login":"acme"`), []byte(`"login":"../../etc"`), 1)
+	if bytes.Equal(payload, commentPayload(4242, "ana", "/iterion run review")) {
+		t.Fatal("the payload was not changed")
+	}
+	h.deliverEvent("issue_comment", "traversal", payload)
+	h.comment("ana", "/iterion help") // handled after it
+	h.botComment("iterion commands, each on its own line")
+	for _, c := range h.fake.Calls() {
+		if strings.Contains(c.Path, "..") || strings.Contains(c.Path, "/etc") {
+			t.Errorf("a call reached %s %s", c.Method, c.Path)
+		}
+	}
+}
