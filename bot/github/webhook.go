@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/iterion-bot/iterion/store"
 )
@@ -44,7 +46,30 @@ type Intake struct {
 	log    *slog.Logger
 	// wake tells the worker a new delivery is stored; it must not block.
 	wake func()
+
+	// Bodies are read before the signature can be checked, so what
+	// unauthenticated clients may hold is bounded: at most SmallBodies
+	// bodies of up to SmallBody bytes at once, larger ones (to MaxPayload)
+	// from a budget of LargeBytes, each read within BodyTimeout. A request
+	// beyond them is refused at once with 503 and Retry-After, holding
+	// nothing; GitHub's deliveries, a few KiB, stay in the small lane.
+	SmallBodies int
+	LargeBytes  int64
+	BodyTimeout time.Duration
+
+	mu         sync.Mutex
+	smallInUse int
+	largeInUse int64
 }
+
+// The intake's bounds by default (NewIntake).
+const (
+	// SmallBody is the largest body of the small lane.
+	SmallBody          = 256 << 10
+	defaultSmallBodies = 256
+	defaultLargeBytes  = 64 << 20
+	defaultBodyTimeout = 10 * time.Second
+)
 
 // NewIntake returns the webhook handler of one GitHub App.
 func NewIntake(appID string, secret []byte, st deliveryRecorder, log *slog.Logger, wake func()) *Intake {
@@ -54,7 +79,8 @@ func NewIntake(appID string, secret []byte, st deliveryRecorder, log *slog.Logge
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Intake{secret: secret, source: "github/" + appID, store: st, log: log, wake: wake}
+	return &Intake{secret: secret, source: "github/" + appID, store: st, log: log, wake: wake,
+		SmallBodies: defaultSmallBodies, LargeBytes: defaultLargeBytes, BodyTimeout: defaultBodyTimeout}
 }
 
 // Sign returns the X-Hub-Signature-256 value of body: production checks
@@ -80,14 +106,37 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "webhooks are POSTed")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayload))
+	// A refused body is not read: the connection closes after the answer,
+	// which goes out at once (net/http would otherwise read what is left of
+	// a small body first, from a client that may be sending it slowly).
+	if r.ContentLength > MaxPayload {
+		w.Header().Set("Connection", "close")
+		httpError(w, http.StatusRequestEntityTooLarge, "payload larger than 25 MiB")
+		return
+	}
+	limit, release, ok := in.admit(r.ContentLength)
+	if !ok {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "10")
+		httpError(w, http.StatusServiceUnavailable, "too many webhook bodies being read; redeliver it")
+		return
+	}
+	// The deadline bounds a slow body; the controller is absent only under
+	// test recorders.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(in.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	release()
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig) && limit < MaxPayload:
+			httpError(w, http.StatusBadRequest, "the payload is longer than its Content-Length")
+		case errors.As(err, &tooBig):
 			httpError(w, http.StatusRequestEntityTooLarge, "payload larger than 25 MiB")
-			return
+		default:
+			httpError(w, http.StatusBadRequest, "reading the payload failed (too slow, or cut)")
 		}
-		httpError(w, http.StatusBadRequest, "reading the payload failed")
 		return
 	}
 	if !in.validSignature(r.Header.Get("X-Hub-Signature-256"), body) {
@@ -144,6 +193,39 @@ func installationGroup(body []byte) string {
 		return ""
 	}
 	return "installation/" + strconv.FormatInt(p.Installation.ID, 10)
+}
+
+// admit reserves room for a body of the declared length (-1 unknown):
+// the small lane for bodies known to fit it, the large budget for the
+// others (an unknown length reserves all MaxPayload). It returns the most
+// the body may hold and the release.
+func (in *Intake) admit(declared int64) (limit int64, release func(), ok bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if declared >= 0 && declared <= SmallBody {
+		if in.smallInUse >= in.SmallBodies {
+			return 0, nil, false
+		}
+		in.smallInUse++
+		return SmallBody, func() {
+			in.mu.Lock()
+			in.smallInUse--
+			in.mu.Unlock()
+		}, true
+	}
+	n := declared
+	if n < 0 {
+		n = MaxPayload
+	}
+	if in.largeInUse+n > in.LargeBytes {
+		return 0, nil, false
+	}
+	in.largeInUse += n
+	return n, func() {
+		in.mu.Lock()
+		in.largeInUse -= n
+		in.mu.Unlock()
+	}, true
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

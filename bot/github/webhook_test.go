@@ -1,8 +1,11 @@
 package github
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -94,5 +97,78 @@ func TestIntakeLimits(t *testing.T) {
 	in.ServeHTTP(rec, req)
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET: status %d, want 405", rec.Code)
+	}
+}
+
+// slowBody opens a POST declaring length bytes and sends one, then holds
+// the connection; it returns the connection, to read the answer from.
+func slowBody(t *testing.T, addr string, length int) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: slow\r\nContent-Length: %d\r\n\r\n{", length)
+	return conn
+}
+
+// status reads the status code of the answer on conn.
+func status(t *testing.T, conn net.Conn) int {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Unauthenticated bodies cannot take the intake's memory: bodies being
+// read hold at most the small lane's slots and the large lane's budget,
+// and a body beyond them is refused at once with 503, unread and holding
+// nothing, while a small signed delivery still has its lane when large
+// bodies hold theirs. (Slots are held here as slow bodies would hold
+// them, without timing a real slow client.)
+func TestIntakeBoundsBodies(t *testing.T) {
+	in, db, _ := newIntake(t)
+	in.SmallBodies, in.LargeBytes = 2, 30<<20
+	srv := httptest.NewServer(in)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	_, releaseLarge, ok := in.admit(20 << 20)
+	if !ok {
+		t.Fatal("a first large body was refused")
+	}
+	if _, _, ok := in.admit(20 << 20); ok {
+		t.Error("a second 20 MiB body fits a 30 MiB budget")
+	}
+	if _, _, ok := in.admit(-1); ok {
+		t.Error("a body of unknown length (25 MiB reserved) fits what is left")
+	}
+	// The small lane is separate: a signed delivery is taken.
+	payload, _ := os.ReadFile("testdata/issue_comment.json")
+	if code := deliver(t, in, "small", "issue_comment", payload, Sign([]byte("s3cret"), payload)); code != http.StatusAccepted {
+		t.Errorf("a signed delivery beside a large body: %d", code)
+	}
+	_, release1, _ := in.admit(1000)
+	_, release2, _ := in.admit(1000)
+	// A third small body, sent slowly, is refused at once, unread.
+	c := slowBody(t, addr, 1000)
+	if code := status(t, c); code != http.StatusServiceUnavailable {
+		t.Errorf("a body beyond the small lane: %d, want 503", code)
+	}
+	release1()
+	release2()
+	releaseLarge()
+	if in.smallInUse != 0 || in.largeInUse != 0 {
+		t.Errorf("after release: %d small, %d large bytes in use", in.smallInUse, in.largeInUse)
+	}
+	if code := deliver(t, in, "after", "issue_comment", payload, Sign([]byte("s3cret"), payload)); code != http.StatusAccepted {
+		t.Errorf("a signed delivery after: %d", code)
+	}
+	if p, _ := db.PendingDeliveries(t.Context(), 0); len(p) != 2 {
+		t.Errorf("%d stored, want the two signed ones", len(p))
 	}
 }

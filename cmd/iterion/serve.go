@@ -193,7 +193,11 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No client holds a connection for long: headers in 10 s, a request in
+	// 30 s (a webhook's body has its own deadline), an answer in 90 s (a
+	// REST long-poll waits up to api.MaxWait), idle keep-alives 2 minutes.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: api.MaxWait + 30*time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), dir)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
