@@ -79,9 +79,10 @@ type Options struct {
 	// BUDGET_EXCEEDED. 0 means DefaultMaxStoredBytes; negative means no
 	// limit.
 	MaxStoredBytes int64
-	// WorkDir, when set, gives the workspace of a run that recorded none,
-	// for the resumes the engine starts by itself. nil means the current
-	// directory.
+	// WorkDir, when set, gives the workspace of a run launched without
+	// one (StartRequest.WorkDir ""), once the launch is validated, and of a
+	// run that recorded none, for the resumes the engine starts by itself.
+	// nil means the current directory.
 	WorkDir func(run *Run) (string, error)
 	// Failpoint, when set, is called at named points of execution (see
 	// the Failpoint constants); crash tests make it kill the process there.
@@ -196,8 +197,9 @@ type StartRequest struct {
 	Preset   string
 	Trigger  Trigger
 	Channels []string
-	// WorkDir is where tool nodes run and agents work. "" means the
-	// current directory. It is recorded on the run, for its resumes.
+	// WorkDir is where tool nodes run and agents work. "" means
+	// Options.WorkDir's, else the current directory. It is recorded on the
+	// run, for its resumes.
 	WorkDir string
 	File    string
 }

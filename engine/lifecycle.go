@@ -84,16 +84,23 @@ func (e *Engine) create(ctx context.Context, req StartRequest, parent context.Co
 	if err := e.Preflight(w); err != nil {
 		return nil, nil, registration{}, err
 	}
-	workdir := req.WorkDir
-	if workdir == "" {
-		if workdir, err = os.Getwd(); err != nil {
-			return nil, nil, registration{}, fmt.Errorf("finding the work directory: %w", err)
-		}
-	}
 	now := e.now()
 	run := &Run{
-		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning, WorkDir: workdir,
+		ID: id, Workflow: w.Name, WorkflowHash: w.Hash, File: req.File, Status: StatusRunning, WorkDir: req.WorkDir,
 		Vars: vars, Trigger: req.Trigger, Channels: req.Channels, CreatedAt: now, UpdatedAt: now,
+	}
+	// Made only once the run is known valid: a refused launch leaves no
+	// workspace behind.
+	switch {
+	case run.WorkDir != "":
+	case e.workDir != nil:
+		if run.WorkDir, err = e.workDir(run); err != nil {
+			return nil, nil, registration{}, err
+		}
+	default:
+		if run.WorkDir, err = os.Getwd(); err != nil {
+			return nil, nil, registration{}, fmt.Errorf("finding the work directory: %w", err)
+		}
 	}
 	started := Event{Type: EventRunStarted, Time: now, Data: map[string]any{"workflow": w.Name, "vars": vars}}
 	if sw, ok := e.sandbox.(SandboxWarner); ok {

@@ -217,7 +217,10 @@ func TestLaunchRefusesBeforeStoringAnything(t *testing.T) {
 	src := "agent a:\n  model: \"anthropic/x\"\n  backend: pi\nvars:\n  n: int\nworkflow w:\n  entry: a\n  a -> done\n"
 	w := mustCompile(t, src)
 	db := newStore(t)
-	e, _ := lifecycleEngine(t, db, w, map[string]engine.Backend{"claw": &script{}}, nil)
+	var workspaces []string // asked of Options.WorkDir
+	e, _ := lifecycleEngine(t, db, w, map[string]engine.Backend{"claw": &script{}}, func(o *engine.Options) {
+		o.WorkDir = func(r *engine.Run) (string, error) { workspaces = append(workspaces, r.ID); return t.TempDir(), nil }
+	})
 	ctx := t.Context()
 
 	_, err := e.Launch(ctx, engine.StartRequest{Workflow: w, RunID: "bad id!"})
@@ -238,6 +241,39 @@ func TestLaunchRefusesBeforeStoringAnything(t *testing.T) {
 	runs, err := db.Runs(ctx, engine.RunFilter{})
 	if err != nil || len(runs) != 0 {
 		t.Errorf("refused launches stored runs: %v, %v", runs, err)
+	}
+	if len(workspaces) != 0 {
+		t.Errorf("refused launches made workspaces for %v", workspaces)
+	}
+}
+
+// A launch that names no workspace gets Options.WorkDir's, recorded on
+// the run; one that names its own keeps it.
+func TestLaunchWorkspaceFromTheOptions(t *testing.T) {
+	w := mustCompile(t, "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
+	db := newStore(t)
+	given := t.TempDir()
+	e, _ := lifecycleEngine(t, db, w, nil, func(o *engine.Options) {
+		o.WorkDir = func(r *engine.Run) (string, error) { return given + "/" + r.ID, nil }
+	})
+	ctx := t.Context()
+	own := t.TempDir()
+	for id, dir := range map[string]string{"from-options": "", "own": own} {
+		if _, err := e.Launch(ctx, engine.StartRequest{Workflow: w, RunID: id, WorkDir: dir}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"from-options": given + "/from-options", "own": own} {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.WorkDir != want {
+			t.Errorf("run %s: WorkDir = %s, want %s", id, run.WorkDir, want)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 func benchChild(b *testing.B, args ...string) string {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ITERION_TEST_MAIN=1")
+	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("%v: %v\n%s", args, err, out)
@@ -58,7 +58,7 @@ func BenchmarkCLIAnswerReleasesGate(b *testing.B) {
 		b.StopTimer()
 		id := fmt.Sprintf("g-%d", i)
 		owner := exec.Command(os.Args[0], "run", wf, "--store-dir", st, "--run-id", id)
-		owner.Env = append(os.Environ(), "ITERION_TEST_MAIN=1")
+		owner.Env = childEnv()
 		stderr, _ := owner.StderrPipe()
 		if err := owner.Start(); err != nil {
 			b.Fatal(err)

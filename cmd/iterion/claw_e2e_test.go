@@ -24,14 +24,16 @@ import (
 // owner's socket; the last one resumes the run by itself and the agent's
 // await_answers call receives both answers.
 func TestClawAwaitToolThroughTheCLI(t *testing.T) {
-	fake := awaitReadmeModel(t)
+	t.Parallel()
+	c := newCLI(t)
+	fake := awaitReadmeModel(t, c)
 
 	st := filepath.Join(t.TempDir(), "st")
 	pr, pw := io.Pipe()
 	done := make(chan string, 1)
 	go func() {
 		var out bytes.Buffer
-		code := run(context.Background(), []string{"run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "cl-1"}, &out, pw)
+		code := c.exec(context.Background(), nil, &out, pw, "run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "cl-1")
 		pw.Close()
 		done <- fmt.Sprintf("%d %s", code, out.String())
 	}()
@@ -46,7 +48,7 @@ func TestClawAwaitToolThroughTheCLI(t *testing.T) {
 	<-paused
 	for i, answer := range []string{"MIT", "Go 1.26"} {
 		id := fmt.Sprintf("cl-1_draft_async_%d", i+1)
-		if code, out, errOut := runCLI(t, "runs", "answer", "cl-1", id, answer, "--store-dir", st); code != exitOK {
+		if code, out, errOut := c.run("runs", "answer", "cl-1", id, answer, "--store-dir", st); code != exitOK {
 			t.Fatalf("runs answer %s: exit %d\n%s%s", id, code, out, errOut)
 		}
 	}
@@ -71,20 +73,22 @@ func TestClawAwaitToolThroughTheCLI(t *testing.T) {
 // A provider declared in the ITERION_PROVIDERS file is reached through the
 // OpenAI dialect at its base URL with its own key.
 func TestProvidersFile(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	fake := fakellm.New(&fakellm.Script{Turns: []fakellm.Turn{{Text: "hi from local"}}}, fakellm.Options{})
 	srv := httptest.NewServer(fake.Handler())
 	defer srv.Close()
 	dir := t.TempDir()
 	providers := writeFile(t, "providers.json", `{"providers": {"local": {"base_url": "`+srv.URL+`/v1", "api_key_env": "LOCAL_KEY"}}}`)
-	t.Setenv("ITERION_PROVIDERS", providers)
+	c.setenv("ITERION_PROVIDERS", providers)
 	wf := writeFile(t, "w.bot", "agent a:\n  model: \"local/tiny\"\nworkflow w:\n  entry: a\n  a -> done\n")
 
-	code, _, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st1"))
+	code, _, errOut := c.run("run", wf, "--store-dir", filepath.Join(dir, "st1"))
 	if code != exitError || !strings.Contains(errOut, "set LOCAL_KEY") {
 		t.Errorf("without the key: exit %d, %s", code, errOut)
 	}
-	t.Setenv("LOCAL_KEY", "k")
-	code, out, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st2"))
+	c.setenv("LOCAL_KEY", "k")
+	code, out, errOut := c.run("run", wf, "--store-dir", filepath.Join(dir, "st2"))
 	if code != exitOK || !strings.Contains(out, "finished") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -93,8 +97,8 @@ func TestProvidersFile(t *testing.T) {
 	}
 
 	bad := writeFile(t, "bad.json", `{"providers": {"x": {"base_url": "http://h"}}}`)
-	t.Setenv("ITERION_PROVIDERS", bad)
-	if code, _, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st3")); code != exitError || !strings.Contains(errOut, "needs base_url and api_key_env") {
+	c.setenv("ITERION_PROVIDERS", bad)
+	if code, _, errOut := c.run("run", wf, "--store-dir", filepath.Join(dir, "st3")); code != exitError || !strings.Contains(errOut, "needs base_url and api_key_env") {
 		t.Errorf("bad providers file: exit %d, %s", code, errOut)
 	}
 }
@@ -105,11 +109,14 @@ func TestProvidersFile(t *testing.T) {
 // answers reach the agent's conversation mid-run, each exactly once; the
 // gate releases and the finishing agent receives them.
 func TestClawAnswersArriveMidRun(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ dialect, model string }{
 		{"anthropic", "anthropic/claude-sonnet-4-6"},
 		{"openai", "openai/gpt-5.5"},
 	} {
 		t.Run(tc.dialect, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
 			dir := t.TempDir()
 			release := filepath.Join(dir, "release")
 			hasResult := true
@@ -128,10 +135,10 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 			fake := fakellm.New(script, fakellm.Options{})
 			srv := httptest.NewServer(fake.Handler())
 			defer srv.Close()
-			t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
-			t.Setenv("ANTHROPIC_API_KEY", "k")
-			t.Setenv("OPENAI_BASE_URL", srv.URL+"/v1")
-			t.Setenv("OPENAI_API_KEY", "k")
+			c.setenv("ANTHROPIC_BASE_URL", srv.URL)
+			c.setenv("ANTHROPIC_API_KEY", "k")
+			c.setenv("OPENAI_BASE_URL", srv.URL+"/v1")
+			c.setenv("OPENAI_API_KEY", "k")
 			src, err := os.ReadFile("../../examples/async-questions/main.bot")
 			if err != nil {
 				t.Fatal(err)
@@ -139,13 +146,13 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 			text := strings.ReplaceAll(string(src), `"anthropic/claude-sonnet-4-6"`, `"`+tc.model+`"`)
 			text = strings.Replace(text, "tools: [read_file, list_files]", "tools: [read_file, list_files, bash]", 1)
 			wf := writeFile(t, "main.bot", text)
-			t.Chdir(dir)
+			c.dir = dir // the run's workspace
 			st := filepath.Join(dir, "st")
 			pr, pw := io.Pipe()
 			done := make(chan string, 1)
 			go func() {
 				var out bytes.Buffer
-				code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "mid"}, &out, pw)
+				code := c.exec(context.Background(), nil, &out, pw, "run", wf, "--store-dir", st, "--run-id", "mid")
 				pw.Close()
 				done <- fmt.Sprintf("%d %s", code, out.String())
 			}()
@@ -163,7 +170,7 @@ func TestClawAnswersArriveMidRun(t *testing.T) {
 			<-posted
 			for i, answer := range []string{"MIT", "Go 1.26"} {
 				id := fmt.Sprintf("mid_draft_async_%d", i+1)
-				if code, out, errOut := runCLI(t, "runs", "answer", "mid", id, answer, "--store-dir", st); code != exitOK {
+				if code, out, errOut := c.run("runs", "answer", "mid", id, answer, "--store-dir", st); code != exitOK {
 					t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
 				}
 			}
@@ -217,16 +224,22 @@ func clip(s string) string {
 // leave no question open resume the run paused on await_answers (serve's
 // answer hook), and it finishes with both answers.
 func TestServeAnswersResumeAwaitingRun(t *testing.T) {
-	awaitReadmeModel(t)
-	t.Setenv("ITERION_API_TOKEN", "tok")
+	t.Parallel()
+	c := newCLI(t)
+	awaitReadmeModel(t, c)
+	c.setenv("ITERION_API_TOKEN", "tok")
 	st := filepath.Join(t.TempDir(), "st")
-	t.Chdir("../..") // serve takes workflow paths relative to its directory
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = root // serve takes workflow paths relative to its directory
 
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", st}, pw, io.Discard)
+		code := c.exec(ctx, nil, pw, io.Discard, "serve", "--addr", "127.0.0.1:0", "--store-dir", st)
 		pw.Close()
 		done <- code
 	}()
@@ -260,10 +273,10 @@ func TestServeAnswersResumeAwaitingRun(t *testing.T) {
 	}
 }
 
-// awaitReadmeModel serves, as the Anthropic API, the README drafter of
-// examples/async-questions that posts two questions and calls the
-// await_answers tool, then the finisher.
-func awaitReadmeModel(t *testing.T) *fakellm.Server {
+// awaitReadmeModel serves, as the Anthropic API of c's commands, the
+// README drafter of examples/async-questions that posts two questions and
+// calls the await_answers tool, then the finisher.
+func awaitReadmeModel(t *testing.T, c *testCLI) *fakellm.Server {
 	hasResult := true
 	script := &fakellm.Script{Turns: []fakellm.Turn{
 		{Name: "ask", Match: fakellm.Match{System: "README files", HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{
@@ -277,7 +290,7 @@ func awaitReadmeModel(t *testing.T) *fakellm.Server {
 	fake := fakellm.New(script, fakellm.Options{})
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
-	t.Setenv("ANTHROPIC_BASE_URL", srv.URL)
-	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	c.setenv("ANTHROPIC_BASE_URL", srv.URL)
+	c.setenv("ANTHROPIC_API_KEY", "test-key")
 	return fake
 }

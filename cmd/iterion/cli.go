@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,37 +39,6 @@ type exitCodeError int
 
 func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
-// run executes the command line args and returns the process exit code.
-// Tests call it in-process.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runIn(ctx, args, nil, stdout, stderr)
-}
-
-// runIn is run reading stdin (nil: the process's) instead of the
-// process's standard input, for tests that type into a terminal.
-func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
-	if stdin != nil {
-		root.SetIn(stdin)
-	}
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	var code exitCodeError
-	var usage usageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &code):
-		return int(code)
-	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "iterion: %v\nRun '%s --help' for usage.\n", usage.err, strings.TrimSpace("iterion "+commandName(root, args)))
-		return exitUsage
-	default:
-		fmt.Fprintf(stderr, "iterion: %v\n", err)
-		return exitError
-	}
-}
-
 func commandName(root *cobra.Command, args []string) string {
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd == root {
@@ -79,17 +47,18 @@ func commandName(root *cobra.Command, args []string) string {
 	return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+// newRoot is the command tree, writing to the App's outputs.
+func (a *App) newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "iterion",
 		Short:         "Run LLM-agent workflows written in the iterion DSL from GitHub pull requests and the command line",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(a.stdout())
+	root.SetErr(a.stderr())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newValidateCmd(), newRunCmd(), newResumeCmd(), newRunsCmd(), newFakeModelCmd(), newServeCmd())
+	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newFakeModelCmd(), a.newServeCmd())
 	groupsOnly(root)
 	return root
 }
@@ -164,7 +133,7 @@ func buildVersion() string {
 	return "devel"
 }
 
-func newValidateCmd() *cobra.Command {
+func (a *App) newValidateCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
@@ -180,7 +149,7 @@ any file has errors or cannot be read, 2 on a usage error.`,
 			if len(args) == 0 {
 				return usageError{errors.New("validate needs at least one workflow file")}
 			}
-			return validate(cmd.OutOrStdout(), args, asJSON)
+			return a.validate(cmd.OutOrStdout(), args, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"diagnostics\": [...]} as JSON instead of text")
@@ -189,11 +158,11 @@ any file has errors or cannot be read, 2 on a usage error.`,
 
 // validate checks files and reports. It returns exitCodeError(1) when any
 // file has errors.
-func validate(stdout io.Writer, files []string, asJSON bool) error {
+func (a *App) validate(stdout io.Writer, files []string, asJSON bool) error {
 	all := []dsl.JSONDiagnostic{}
 	failed := false
 	for _, name := range files {
-		src, err := readWorkflow(name)
+		src, err := a.readWorkflow(name)
 		if err != nil {
 			failed = true
 			// Not a diagnostic of the language: the file could not be read.
@@ -239,10 +208,10 @@ func validate(stdout io.Writer, files []string, asJSON bool) error {
 	return nil
 }
 
-// readWorkflow reads a workflow file, refusing other extensions and reading
-// at most one byte past the size limit so the parser reports E091 without
-// loading a huge file.
-func readWorkflow(name string) ([]byte, error) {
+// readWorkflow reads a workflow file (name, taken from the App's
+// directory), refusing other extensions and reading at most one byte past
+// the size limit so the parser reports E091 without loading a huge file.
+func (a *App) readWorkflow(name string) ([]byte, error) {
 	switch filepath.Ext(name) {
 	case ".bot", ".iter":
 	default:
@@ -250,7 +219,7 @@ func readWorkflow(name string) ([]byte, error) {
 	}
 	// Opened without blocking and checked: a FIFO or a device named as a
 	// workflow would otherwise hold the command forever.
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(a.path(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading workflow: %w", err)
 	}

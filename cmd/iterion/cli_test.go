@@ -4,20 +4,84 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/iterion-bot/iterion/engine"
 )
 
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
+// testCLI runs the program in-process for one test: each of its
+// commands is an App with the test's own environment (over the
+// process's, which no test changes), working directory and backends, so
+// tests run in parallel.
+type testCLI struct {
+	t   testing.TB
+	env map[string]string
+	// dir is the working directory of the commands; "" is the process's.
+	dir      string
+	backends func(getenv func(string) string) (map[string]engine.Backend, error)
+}
+
+// newCLI is the test's command line: the owners' sockets in the tests'
+// private directory, and none of the developer's own settings.
+func newCLI(t testing.TB) *testCLI {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "ITERION_") || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "OPENAI_") {
+			env[k] = ""
+		}
+	}
+	env["ITERION_RUNTIME_DIR"] = testRuntimeDir
+	return &testCLI{t: t, env: env}
+}
+
+// setenv sets a variable for the commands run after it.
+func (c *testCLI) setenv(name, value string) { c.env[name] = value }
+
+// useBackend makes the commands run their agents on b.
+func (c *testCLI) useBackend(b engine.Backend) {
+	c.backends = func(func(string) string) (map[string]engine.Backend, error) {
+		return map[string]engine.Backend{"claw": b}, nil
+	}
+}
+
+// app is the App of one command. GitHub's write spacing would make the
+// GitHub tests wait a second per write; the pacing itself is tested in
+// bot/github on a fake clock.
+func (c *testCLI) app(stdin io.Reader, stdout, stderr io.Writer, args ...string) *App {
+	return &App{Args: args, Stdin: stdin, Stdout: stdout, Stderr: stderr, Env: maps.Clone(c.env), Dir: c.dir,
+		Backends: c.backends, WritePace: time.Millisecond}
+}
+
+// exec runs one command to its end, reading stdin (nil: the process's),
+// and returns its exit status.
+func (c *testCLI) exec(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) int {
+	a := c.app(stdin, stdout, stderr, args...)
+	defer a.Close()
+	return a.Run(ctx)
+}
+
+// run runs one command and returns its exit status and outputs.
+func (c *testCLI) run(args ...string) (code int, stdout, stderr string) {
+	c.t.Helper()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb)
+	code = c.exec(context.Background(), nil, &out, &errb, args...)
 	return code, out.String(), errb.String()
+}
+
+// runCLI runs one command of a test that sets nothing of its own.
+func runCLI(t testing.TB, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return newCLI(t).run(args...)
 }
 
 func writeFile(t *testing.T, name, content string) string {
@@ -43,6 +107,7 @@ workflow w:
 `
 
 func TestValidateExamples(t *testing.T) {
+	t.Parallel()
 	examples, err := filepath.Glob("../../examples/*/main.bot")
 	if err != nil || len(examples) < 3 {
 		t.Fatalf("examples: %v %v", examples, err)
@@ -57,6 +122,7 @@ func TestValidateExamples(t *testing.T) {
 }
 
 func TestValidateErrors(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, "bad.bot", badWorkflow)
 	code, out, _ := runCLI(t, "validate", path)
 	if code != exitError {
@@ -75,6 +141,7 @@ func TestValidateErrors(t *testing.T) {
 }
 
 func TestValidateWarningsOnlyExitZero(t *testing.T) {
+	t.Parallel()
 	src := strings.Replace(badWorkflow, "  from: draft\n", "  from: nobody\n  timeout: \"30m\"\n", 1)
 	path := writeFile(t, "warn.bot", src)
 	code, out, _ := runCLI(t, "validate", path)
@@ -87,6 +154,7 @@ func TestValidateWarningsOnlyExitZero(t *testing.T) {
 }
 
 func TestValidateJSON(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, "bad.bot", badWorkflow)
 	code, out, _ := runCLI(t, "validate", "--json", path)
 	if code != exitError {
@@ -111,6 +179,7 @@ func TestValidateJSON(t *testing.T) {
 }
 
 func TestValidateJSONClean(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCLI(t, "validate", "--json", "../../examples/async-questions/main.bot")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -121,6 +190,7 @@ func TestValidateJSONClean(t *testing.T) {
 }
 
 func TestValidateUsageAndIO(t *testing.T) {
+	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "pipe.bot")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
@@ -155,6 +225,7 @@ func TestValidateUsageAndIO(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			code, out, errOut := runCLI(t, tc.args...)
 			if code != tc.wantCode {
 				t.Errorf("exit = %d, want %d (stdout %q, stderr %q)", code, tc.wantCode, out, errOut)
@@ -170,6 +241,7 @@ func TestValidateUsageAndIO(t *testing.T) {
 }
 
 func TestValidateJSONUnreadable(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCLI(t, "validate", "--json", "/nonexistent/x.bot")
 	if code != exitError {
 		t.Fatalf("exit %d, want 1", code)
@@ -186,6 +258,7 @@ func TestValidateJSONUnreadable(t *testing.T) {
 }
 
 func TestValidateIterExtension(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../examples/async-questions/main.bot")
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +270,7 @@ func TestValidateIterExtension(t *testing.T) {
 }
 
 func TestValidateSeveralFilesOneBad(t *testing.T) {
+	t.Parallel()
 	bad := writeFile(t, "bad.bot", badWorkflow)
 	code, out, _ := runCLI(t, "validate", "../../examples/nightly/main.bot", bad)
 	if code != exitError {

@@ -20,8 +20,54 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/textdist"
 )
+
+// The defaults of iterion's settings, each declared once: the config's
+// defaults, the commands' help and the docs (TestDocsStateTheDefaults)
+// read them from here. The GitHub App's are its package's (ghbot.Default…).
+const (
+	// defaultStoreDir is the store directory, in the current directory.
+	defaultStoreDir = ".iterion"
+	// defaultAddr is serve's listen address.
+	defaultAddr = ":8080"
+	// defaultShutdownGrace is how long a stop waits for the requests and
+	// runs in flight.
+	defaultShutdownGrace = 30 * time.Second
+	// defaultRetention is how long a stopped run is kept: 30 days.
+	defaultRetention = 30 * 24 * time.Hour
+	// defaultWorkspaceQuotaMB is the most a run's workspace may hold under
+	// serve, in MiB.
+	defaultWorkspaceQuotaMB = 10 << 10
+	// defaultLogLevel and defaultLogFormat are serve's log's.
+	defaultLogLevel, defaultLogFormat = "info", "text"
+	// defaultSandboxDriver runs the processes of runs.
+	defaultSandboxDriver = "bwrap"
+	// defaultAPITokenName is who answers and launches through
+	// $ITERION_API_TOKEN are recorded as.
+	defaultAPITokenName = "api"
+	// sweepEvery is how often serve looks for runs past the retention and
+	// workspaces kept too long.
+	sweepEvery = time.Hour
+	// readHeaderTimeout bounds the request headers of serve's HTTP server
+	// and fake-model's.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// durationText writes d as the config file and the docs do: 168h, not
+// 168h0m0s.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // serveConfig is the configuration of iterion serve: the file named by
 // --config (or $ITERION_CONFIG) decoded onto defaultServeConfig, then
@@ -93,12 +139,12 @@ type githubFile struct {
 // defaultServeConfig is the configuration without a file.
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		Addr:          ":8080",
-		ShutdownGrace: 30 * time.Second,
-		Retention:     30 * 24 * time.Hour,
-		Log:           logSettings{Level: "info", Format: "text"},
-		GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 7 * 24 * time.Hour},
-		Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10 << 10},
+		Addr:          defaultAddr,
+		ShutdownGrace: defaultShutdownGrace,
+		Retention:     defaultRetention,
+		Log:           logSettings{Level: defaultLogLevel, Format: defaultLogFormat},
+		GitHub:        githubFile{GitURL: ghbot.DefaultGitURL, Workers: ghbot.DefaultWorkers, KeepWorkspaces: ghbot.DefaultKeepWorkspaces},
+		Sandbox:       sandboxSettings{WorkspaceQuotaMB: defaultWorkspaceQuotaMB},
 	}
 }
 
@@ -110,28 +156,29 @@ type serveFlags struct {
 // serveSettings reads the config file and applies, for each setting, the
 // flag, else the environment variable, else the file, else the default.
 // The GitHub App's environment variables are applied by githubSettings.
-func serveSettings(f serveFlags) (serveConfig, error) {
+// Paths are as written, relative to the App's directory.
+func (a *App) serveSettings(f serveFlags) (serveConfig, error) {
 	path, via := f.config, "--config"
 	if path == "" {
-		path, via = os.Getenv("ITERION_CONFIG"), "$ITERION_CONFIG"
+		path, via = a.getenv("ITERION_CONFIG"), "$ITERION_CONFIG"
 	}
-	cfg, err := loadServeConfig(path, via)
+	cfg, err := a.loadServeConfig(path, via)
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Addr = cmp.Or(f.addr, os.Getenv("ITERION_ADDR"), cfg.Addr)
-	cfg.Store = cmp.Or(f.store, os.Getenv("ITERION_STORE"), cfg.Store, ".iterion")
+	cfg.Addr = cmp.Or(f.addr, a.getenv("ITERION_ADDR"), cfg.Addr)
+	cfg.Store = cmp.Or(f.store, a.getenv("ITERION_STORE"), cfg.Store, defaultStoreDir)
 	return cfg, nil
 }
 
 // loadServeConfig reads the config file at path, which came from via (a
 // flag or a variable, for messages); "" gives the defaults.
-func loadServeConfig(path, via string) (serveConfig, error) {
+func (a *App) loadServeConfig(path, via string) (serveConfig, error) {
 	cfg := defaultServeConfig()
 	if path == "" {
 		return cfg, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(a.path(path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return cfg, fmt.Errorf("config file %s (%s) does not exist: check the path, which is relative to the current directory", path, via)
 	}
@@ -241,7 +288,7 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	},
 	"sandbox.limits.memory_mb": func(at string, v reflect.Value) string {
 		if v.Int() < 0 {
-			return at + ": write 0 for the default (4096), or a size in MiB"
+			return at + fmt.Sprintf(": write 0 for the default (%d), or a size in MiB", nodesandbox.DefaultLimits().Memory>>20)
 		}
 		return ""
 	},

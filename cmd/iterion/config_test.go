@@ -17,17 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// clearServeEnv unsets the environment variables serve reads, so the
-// developer's own do not leak into a test.
-func clearServeEnv(t *testing.T) {
-	t.Helper()
-	for _, name := range []string{"ITERION_CONFIG", "ITERION_ADDR", "ITERION_STORE", "ITERION_API_TOKEN",
-		"ITERION_GITHUB_APP_ID", "ITERION_GITHUB_WEBHOOK_SECRET", "ITERION_GITHUB_PRIVATE_KEY", "ITERION_GITHUB_API_URL", "ITERION_GITHUB_URL"} {
-		t.Setenv(name, "")
-	}
-}
-
 func TestServeConfigErrors(t *testing.T) {
+	t.Parallel()
 	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, secrets, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
@@ -110,6 +101,7 @@ func TestServeConfigErrors(t *testing.T) {
 				`serve.yml:5:1: unknown key "wrokers": did you mean github.workers? It goes in the github section`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := defaultServeConfig()
 			err := parseServeConfig("serve.yml", []byte(tc.in), &cfg)
 			if err == nil {
@@ -123,6 +115,7 @@ func TestServeConfigErrors(t *testing.T) {
 }
 
 func TestServeConfigSecretsRefused(t *testing.T) {
+	t.Parallel()
 	const fromEnv = " is a secret, and iterion serve reads secrets only from the environment: remove it and set "
 	for _, tc := range []struct {
 		name, in, want string
@@ -143,6 +136,7 @@ func TestServeConfigSecretsRefused(t *testing.T) {
 			"serve.yml:1:1: API_TOKEN" + fromEnv + "ITERION_API_TOKEN in the environment instead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := defaultServeConfig()
 			err := parseServeConfig("serve.yml", []byte(tc.in), &cfg)
 			if err == nil {
@@ -159,6 +153,7 @@ func TestServeConfigSecretsRefused(t *testing.T) {
 }
 
 func TestServeConfigDecodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "serve.yml")
 	full := `# every setting
@@ -228,11 +223,12 @@ api: {}
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 		}},
 	} {
+		// Serial: the cases share one config file.
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := loadServeConfig(path, "--config")
+			got, err := (&App{}).loadServeConfig(path, "--config")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,6 +243,7 @@ api: {}
 }
 
 func TestServeConfigFileErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "nope.yml")
 	for _, tc := range []struct {
@@ -260,7 +257,8 @@ func TestServeConfigFileErrors(t *testing.T) {
 			"reading config file " + dir + " (--config): read " + dir + ": is a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadServeConfig(tc.path, tc.via)
+			t.Parallel()
+			_, err := (&App{}).loadServeConfig(tc.path, tc.via)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("error:\n got %v\nwant %s", err, tc.want)
 			}
@@ -269,6 +267,7 @@ func TestServeConfigFileErrors(t *testing.T) {
 }
 
 func TestServeSettingsPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "serve.yml")
 	if err := os.WriteFile(file, []byte("addr: 127.0.0.1:3\nstore: /srv/file-store\n"), 0o644); err != nil {
@@ -297,11 +296,12 @@ func TestServeSettingsPrecedence(t *testing.T) {
 			wantAddr: "127.0.0.1:2", wantStore: ".iterion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearServeEnv(t)
+			t.Parallel()
+			c := newCLI(t)
 			for k, v := range tc.env {
-				t.Setenv(k, v)
+				c.setenv(k, v)
 			}
-			cfg, err := serveSettings(tc.flags)
+			cfg, err := c.app(nil, nil, nil).serveSettings(tc.flags)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,6 +313,7 @@ func TestServeSettingsPrecedence(t *testing.T) {
 }
 
 func TestGitHubSettingsPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fileKey, envKey := filepath.Join(dir, "file.pem"), filepath.Join(dir, "env.pem")
 	for path, text := range map[string]string{fileKey: "-----BEGIN FILE KEY-----\n", envKey: "-----BEGIN ENV KEY-----\n"} {
@@ -357,11 +358,12 @@ func TestGitHubSettingsPrecedence(t *testing.T) {
 			wantErr: "github.private_key_file in serve.yml names a file that cannot be read: open " + filepath.Join(dir, "nope.pem") + ": no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearServeEnv(t)
+			t.Parallel()
+			c := newCLI(t)
 			for k, v := range tc.env {
-				t.Setenv(k, v)
+				c.setenv(k, v)
 			}
-			got, ok, err := githubSettings(tc.file, "serve.yml")
+			got, ok, err := c.app(nil, nil, nil).githubSettings(tc.file, "serve.yml")
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error:\n got %v\nwant %s", err, tc.wantErr)
@@ -382,9 +384,10 @@ func TestGitHubSettingsPrecedence(t *testing.T) {
 // the file's address, keeps its store where the file says (relative to
 // the file) and logs as the file says.
 func TestServeWithConfigFile(t *testing.T) {
-	clearServeEnv(t)
+	t.Parallel()
+	c := newCLI(t)
 	root := t.TempDir()
-	t.Chdir(root)
+	c.dir = root
 	conf := filepath.Join(root, "etc", "serve.yml")
 	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
 		t.Fatal(err)
@@ -398,7 +401,7 @@ func TestServeWithConfigFile(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, []string{"serve", "--config", "etc/serve.yml"}, pw, &stderr)
+		code := c.exec(ctx, nil, pw, &stderr, "serve", "--config", "etc/serve.yml")
 		pw.Close()
 		done <- code
 	}()
@@ -450,19 +453,20 @@ func TestServeWithConfigFile(t *testing.T) {
 // TestServeBadConfigStartsNothing: a file with a mistake is reported and
 // neither the store nor the listener is touched.
 func TestServeBadConfigStartsNothing(t *testing.T) {
-	clearServeEnv(t)
+	t.Parallel()
+	c := newCLI(t)
 	root := t.TempDir()
-	t.Chdir(root)
-	if err := os.WriteFile("serve.yml", []byte("addr: 127.0.0.1:0\nstore: data\nlog:\n  level: verbose\n"), 0o644); err != nil {
+	c.dir = root
+	if err := os.WriteFile(filepath.Join(root, "serve.yml"), []byte("addr: 127.0.0.1:0\nstore: data\nlog:\n  level: verbose\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("ITERION_CONFIG", "serve.yml")
-	code, out, errOut := runCLI(t, "serve")
+	c.setenv("ITERION_CONFIG", "serve.yml")
+	code, out, errOut := c.run("serve")
 	want := "iterion: serve.yml:4:10: log.level \"verbose\": use debug, info, warn or error\n"
 	if code != exitError || out != "" || errOut != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, out, errOut, want)
 	}
-	if _, err := os.Stat("data"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(root, "data")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the store was created (%v)", err)
 	}
 }

@@ -24,27 +24,35 @@ import (
 // available), stop it with SIGKILL at a named failpoint, and restart it on
 // the same store.
 
+// testRuntimeDir is the tests' private directory of the owners' sockets
+// and tokens, not the user's: a short one, for the socket path limit. The
+// tests' Apps and children get it in their environment.
+var testRuntimeDir string
+
 func TestMain(m *testing.M) {
-	// GitHub's write spacing would make the GitHub tests wait a second per
-	// write; the pacing itself is tested in bot/github on a fake clock.
-	writePace = time.Millisecond
 	if os.Getenv("ITERION_TEST_MAIN") == "1" {
-		backends = func() (map[string]engine.Backend, error) {
-			return map[string]engine.Backend{"claw": twoQuestions{}}, nil
-		}
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		app := &App{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, WritePace: time.Millisecond,
+			Backends: func(func(string) string) (map[string]engine.Backend, error) {
+				return map[string]engine.Backend{"claw": twoQuestions{}}, nil
+			}}
+		code := app.Run(context.Background())
+		app.Close()
+		os.Exit(code)
 	}
-	// The owners' sockets and tokens go to a private directory of the
-	// test's (children inherit it), not the user's; a short one, for the
-	// socket path limit.
 	rt, err := os.MkdirTemp("", "itrt")
 	if err != nil {
 		panic(err)
 	}
-	os.Setenv("ITERION_RUNTIME_DIR", filepath.Join(rt, "run"))
+	testRuntimeDir = filepath.Join(rt, "run")
 	code := m.Run()
 	os.RemoveAll(rt)
 	os.Exit(code)
+}
+
+// childEnv is the environment of a child: the process's, the tests'
+// private directory, and extra.
+func childEnv(extra ...string) []string {
+	return append(append(os.Environ(), "ITERION_TEST_MAIN=1", "ITERION_RUNTIME_DIR="+testRuntimeDir), extra...)
 }
 
 // twoQuestions is the child's scripted agent: the async node posts two
@@ -71,7 +79,7 @@ func child(t testing.TB, failpoint string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = childDir(t)
-	cmd.Env = append(os.Environ(), "ITERION_TEST_MAIN=1", "ITERION_FAILPOINT="+failpoint)
+	cmd.Env = childEnv("ITERION_FAILPOINT=" + failpoint)
 	return cmd
 }
 
@@ -126,6 +134,7 @@ func toolChain(t *testing.T, dir string) (wf, log string) {
 }
 
 func TestCrashDuringNodeRerunsOnlyThatNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
@@ -149,6 +158,7 @@ func TestCrashDuringNodeRerunsOnlyThatNode(t *testing.T) {
 }
 
 func TestCrashBetweenNodesSkipsNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
@@ -190,6 +200,7 @@ func gateDeadline(t *testing.T, st, runID string) time.Time {
 }
 
 func TestCrashWhileParkedKeepsTheDeadline(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	wf, _ := filepath.Abs("../../examples/async-questions/main.bot")
 	if killed, out := runChild(t, engine.FailGateParked, "run", wf, "--store-dir", st, "--run-id", "g1", "--no-interactive"); !killed {
@@ -216,6 +227,7 @@ func TestCrashWhileParkedKeepsTheDeadline(t *testing.T) {
 }
 
 func TestCrashAfterAnswerCommittedLosesNothing(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	wf, _ := filepath.Abs("../../examples/async-questions/main.bot")
 	owner := child(t, engine.FailAnswerCommitted, "run", wf, "--store-dir", st, "--run-id", "a1")
@@ -265,6 +277,7 @@ func TestCrashAfterAnswerCommittedLosesNothing(t *testing.T) {
 }
 
 func TestRecoverContinuesInterruptedRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
@@ -282,6 +295,7 @@ func TestRecoverContinuesInterruptedRuns(t *testing.T) {
 
 // serve continues, at start, a run a killed process left interrupted.
 func TestServeContinuesInterruptedRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")

@@ -1,18 +1,23 @@
 package main
 
 import (
-	"io"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/internal/nodesandbox"
 )
 
 // The serve.yml examples of the docs are files serve accepts as they are.
 func TestDocsConfigExamples(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{"../../docs/serve.md", "../../docs/sandbox.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
@@ -61,6 +66,7 @@ func paragraphs(text string) []string {
 // that is not built: each paragraph that names Slack, schedules, the admin
 // page or the claude_code and pi backends also says they are not built.
 func TestDocsClaimOnlyWhatIsBuilt(t *testing.T) {
+	t.Parallel()
 	texts := map[string]string{}
 	files, _ := filepath.Glob("../../docs/*.md")
 	for _, f := range append(files, "../../README.md", "../../deploy/README.md") {
@@ -77,7 +83,7 @@ func TestDocsClaimOnlyWhatIsBuilt(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(newRoot(io.Discard, io.Discard))
+	walk((&App{}).newRoot())
 	// The package comment of the command, which go doc shows.
 	b, err := os.ReadFile("main.go")
 	if err != nil {
@@ -101,6 +107,63 @@ func TestDocsClaimOnlyWhatIsBuilt(t *testing.T) {
 						t.Errorf("%s says %q of what is built:\n%s", where, later, p)
 					}
 				}
+			}
+		}
+	}
+}
+
+// The docs state the defaults as they are declared (config.go, and the
+// GitHub App's and the sandbox's packages): each row of serve.md's table of
+// keys names its default, and serve.md and sandbox.md say the quota's,
+// the limits' and the token name's.
+func TestDocsStateTheDefaults(t *testing.T) {
+	t.Parallel()
+	read := func(name string) string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	serveDoc, sandboxDoc := read("../../docs/serve.md"), read("../../docs/sandbox.md")
+	rows := map[string]string{}
+	for line := range strings.Lines(serveDoc) {
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, "/"), "|") // a \| is inside a cell
+		if len(cells) > 4 && strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[3])
+		}
+	}
+	for key, want := range map[string]string{
+		"addr":                   defaultAddr,
+		"store":                  defaultStoreDir,
+		"shutdown_grace":         durationText(defaultShutdownGrace),
+		"retention":              durationText(defaultRetention),
+		"log.level":              defaultLogLevel,
+		"log.format":             defaultLogFormat,
+		"github.git_url":         ghbot.DefaultGitURL,
+		"github.workers":         strconv.Itoa(ghbot.DefaultWorkers),
+		"github.keep_workspaces": durationText(ghbot.DefaultKeepWorkspaces),
+		"sandbox.driver":         defaultSandboxDriver,
+	} {
+		if got, ok := rows[key]; !ok || !strings.HasPrefix(got, "`"+want+"`") {
+			t.Errorf("docs/serve.md gives the default of %s as %q, want `%s`", key, got, want)
+		}
+	}
+	lim := nodesandbox.DefaultLimits()
+	for doc, wants := range map[string][]string{
+		"docs/serve.md": {"default `" + defaultAPITokenName + "`"},
+		"docs/sandbox.md": {
+			fmt.Sprintf("`sandbox.workspace_quota_mb` (%d MiB by default", defaultWorkspaceQuotaMB),
+			fmt.Sprintf("defaults: %d MiB of memory, %d\n  processes, %d open files", lim.Memory>>20, lim.Processes, lim.OpenFiles),
+		},
+	} {
+		text := serveDoc
+		if doc == "docs/sandbox.md" {
+			text = sandboxDoc
+		}
+		for _, want := range wants {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say %q", doc, want)
 			}
 		}
 	}

@@ -12,8 +12,8 @@ import (
 // ITERION_FAILPOINT=name or name:N kills this process with SIGKILL at the
 // N-th time (default the first) execution reaches that point. Unset, it
 // does nothing.
-func failpoint() func(string) {
-	spec := os.Getenv("ITERION_FAILPOINT")
+func (a *App) failpoint() func(string) {
+	spec := a.getenv("ITERION_FAILPOINT")
 	if spec == "" {
 		return nil
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/fakellm"
 )
 
-func newFakeModelCmd() *cobra.Command {
+func (a *App) newFakeModelCmd() *cobra.Command {
 	var scriptPath, addr string
 	cmd := &cobra.Command{
 		Use:   "fake-model --script FILE [--addr HOST:PORT]",
@@ -44,7 +44,7 @@ See the package documentation of backends/fakellm for every field.`,
 			if _, _, err := net.SplitHostPort(addr); err != nil {
 				return usageError{fmt.Errorf("--addr %q: write HOST:PORT, such as 127.0.0.1:0", addr)}
 			}
-			script, err := fakellm.LoadScript(scriptPath)
+			script, err := fakellm.LoadScript(a.path(scriptPath))
 			if err != nil {
 				return err
 			}
@@ -65,7 +65,7 @@ func serveFakeModel(ctx context.Context, srv *fakellm.Server, addr string, stdou
 	if err != nil {
 		return fmt.Errorf("listening for the fake model: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout}
 	fmt.Fprintf(stdout, "fake model server listening on http://%s\n", ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -62,6 +62,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func TestFakeModelServes(t *testing.T) {
+	t.Parallel()
 	script := writeFile(t, "script.json", `{"turns": [{"text": "hello from the script"}], "fallback": {"text": "DONE"}}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,7 +70,7 @@ func TestFakeModelServes(t *testing.T) {
 	var stderr lockedBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, []string{"fake-model", "--script", script}, pw, &stderr)
+		exit <- newCLI(t).exec(ctx, nil, pw, &stderr, "fake-model", "--script", script)
 		pw.Close()
 	}()
 
@@ -111,13 +112,14 @@ func TestFakeModelServes(t *testing.T) {
 }
 
 func TestFakeModelErrors(t *testing.T) {
+	t.Parallel()
 	bad := writeFile(t, "bad.json", `{"turns": [{"match": {"dialect": "gemini"}}]}`)
 	good := writeFile(t, "good.json", `{"fallback": {"text": "ok"}}`)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	t.Cleanup(func() { busy.Close() }) // after the parallel cases
 	tests := []struct {
 		name       string
 		args       []string
@@ -137,6 +139,7 @@ func TestFakeModelErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			code, stdout, stderr := runCLI(t, tc.args...)
 			if code != tc.wantCode {
 				t.Errorf("exit code %d, want %d; stderr %s", code, tc.wantCode, stderr)

@@ -263,6 +263,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // serve dies after answering a delivery 202 and before handling it; the
 // restarted serve handles it exactly once.
 func TestGitHubCrashAfterDeliveryAcknowledged(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, map[string]string{"workflows/review.bot": computeWorkflow})
 	wait := h.startChild(ghbot.FailDeliveryHandling)
 	cmd := h.comment("ana", "/iterion run review") // checks the 202
@@ -317,6 +318,7 @@ func TestGitHubCrashAfterDeliveryAcknowledged(t *testing.T) {
 // acknowledging it; after the restart the answer is still there, and the
 // run finishes with both answers once the other question is answered.
 func TestGitHubCrashAfterAnswerCommitted(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, map[string]string{"workflows/review.bot": asyncWorkflow})
 	wait := h.startChild(engine.FailAnswerCommitted)
 	h.comment("ana", "/iterion run review")
@@ -392,6 +394,7 @@ func TestGitHubCrashAfterAnswerCommitted(t *testing.T) {
 // comment is posted by the sync of the run's next row (run_finished),
 // which looks for the marker first, exactly as the retried row does.
 func TestGitHubStatusCommentAfter502(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		created bool // GitHub wrote the comment before the 502
@@ -400,6 +403,7 @@ func TestGitHubStatusCommentAfter502(t *testing.T) {
 		{name: "comment written behind the 502", created: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newGHHarness(t, map[string]string{"workflows/review.bot": computeWorkflow})
 			url := h.fake.URL()
 			var once sync.Once
@@ -452,10 +456,12 @@ func TestGitHubStatusCommentAfter502(t *testing.T) {
 // row is marked done: the row is performed again after the restart and
 // finds what it posted, so every comment is there once.
 func TestGitHubCrashAfterOutboxPerformed(t *testing.T) {
+	t.Parallel()
 	// The rows are performed in order: run_started (the status comment and
 	// the check run), then question_posted for Q1 and for Q2.
 	for _, n := range []int{1, 2, 3} {
 		t.Run(fmt.Sprintf("row %d", n), func(t *testing.T) {
+			t.Parallel()
 			h := newGHHarness(t, map[string]string{"workflows/review.bot": asyncWorkflow})
 			held, release := holdPost(t, h.fake, statusMarker, false)
 			wait := h.startChild(fmt.Sprintf("%s:%d", ghbot.FailOutboxPerformed, n))
@@ -499,6 +505,7 @@ func TestGitHubCrashAfterOutboxPerformed(t *testing.T) {
 		{name: "question comment written, not recorded", marker: questionMarker, before: "2", after: "Q1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newGHHarness(t, map[string]string{"workflows/review.bot": asyncWorkflow})
 			held, release := holdPost(t, h.fake, tc.marker, true)
 			wait := h.startChild(engine.FailAnswerCommitted)

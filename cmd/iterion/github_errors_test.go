@@ -112,6 +112,7 @@ func (h *ghHarness) metric(name string) string {
 // with its new id, and the rest of the update goes on (the check run
 // completes).
 func TestServeGitHubStatusCommentDeleted(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.model(askingReview())
 	h.start()
@@ -138,6 +139,7 @@ func TestServeGitHubStatusCommentDeleted(t *testing.T) {
 // of GitHub, /metrics says so, and it is logged once. The installation
 // event releases them, and the run's end reaches the PR.
 func TestServeGitHubUninstalledThenReinstalled(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.model(askingReview())
 	h.start()
@@ -182,6 +184,7 @@ func TestServeGitHubUninstalledThenReinstalled(t *testing.T) {
 // A check run of another App with the same name and external id is not
 // taken for the bot's: the bot makes its own, and leaves the other alone.
 func TestServeGitHubForeignCheckRun(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.model(askingReview())
 	h.start()
@@ -210,6 +213,7 @@ func TestServeGitHubForeignCheckRun(t *testing.T) {
 // postpones the write by a minute, and a 429 primary limit until its
 // reset; neither is given up.
 func TestServeGitHubRateLimits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		write func(w http.ResponseWriter)
@@ -266,6 +270,7 @@ func checkRunPayload(action, runID, sha, sender string, pr int) []byte {
 // same head, for someone with write permission; anyone else is told why
 // not. A fork's check run names no PR: the run it belongs to does.
 func TestServeGitHubRerun(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.model(&fakellm.Script{Fallback: &fakellm.Turn{Text: `{"summary": "LGTM"}`}})
 	h.start()
@@ -298,6 +303,7 @@ func TestServeGitHubRerun(t *testing.T) {
 // signed) starts nothing more: what a comment does is keyed by the
 // comment.
 func TestServeGitHubReplayedComment(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.model(&fakellm.Script{Fallback: &fakellm.Turn{Text: `{"summary": "LGTM"}`}})
 	h.start()
@@ -326,6 +332,7 @@ func TestServeGitHubReplayedComment(t *testing.T) {
 // comment, in <pre>, and in a four-backtick fence a three-backtick line
 // does not close.
 func TestServeGitHubHiddenCommands(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.start()
 	for _, body := range []string{
@@ -349,6 +356,7 @@ func TestServeGitHubHiddenCommands(t *testing.T) {
 // A payload naming a repository that is no GitHub name ("../../etc") is
 // acknowledged and ignored: nothing reaches an API path with the token.
 func TestServeGitHubTraversalInRepoName(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	h.start()
 	payload := bytes.Replace(commentPayload(4242, "ana", "/iterion run review"), []byte(`"login":"acme"`), []byte(`"login":"../../etc"`), 1)

@@ -119,12 +119,14 @@ func (h *ghHarness) model(script *fakellm.Script) *fakellm.Server {
 	return fake
 }
 
-// start runs serve in this process until the test ends (or stop).
+// start runs serve in this process, with the harness's environment, until
+// the test ends (or stop).
 func (h *ghHarness) start() (stop func()) {
 	h.t.Helper()
+	c := newCLI(h.t)
 	for _, kv := range h.env {
 		k, v, _ := strings.Cut(kv, "=")
-		h.t.Setenv(k, v)
+		c.setenv(k, v)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -132,7 +134,7 @@ func (h *ghHarness) start() (stop func()) {
 	logs := &lockedBuffer{}
 	h.logs = logs
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", h.store}, pw, logs)
+		code := c.exec(ctx, nil, pw, logs, "serve", "--addr", "127.0.0.1:0", "--store-dir", h.store)
 		pw.Close()
 		done <- code
 	}()
@@ -293,6 +295,7 @@ func (h *ghHarness) startedRun() string {
 // a quote reply answering "1" reaches the agent; the run finishes with the
 // final status comment, its artifact and a successful check run.
 func TestServeGitHubReviewEndToEnd(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	has := true
 	model := h.model(&fakellm.Script{Turns: []fakellm.Turn{
@@ -412,6 +415,7 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 // Answers written on the PR while serve was down are found at the next
 // start and applied: the waiting run continues.
 func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, nil)
 	has := true
 	h.model(&fakellm.Script{Turns: []fakellm.Turn{
@@ -451,6 +455,7 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 // in a code block is ignored, someone without write permission is told,
 // and a fork's PR runs only for the commit a maintainer approves.
 func TestServeGitHubVariants(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, map[string]string{
 		"workflows/review.bot": "schema out:\n  text: string\ntool t:\n  command: \"printf '{\\\"text\\\": \\\"ok\\\"}'\"\n  output: out\nworkflow w:\n  entry: t\n  t -> done\n",
 	})
@@ -542,6 +547,7 @@ func (h *ghHarness) waitDeliveriesHandled() {
 // `field: value` lines answers it and the paused run continues; a reply
 // with a wrong value is told what to fix and changes nothing.
 func TestServeGitHubHumanForm(t *testing.T) {
+	t.Parallel()
 	h := newGHHarness(t, map[string]string{"workflows/review.bot": `schema decision:
   approved: bool
   reason: string
@@ -590,39 +596,59 @@ workflow w:
 	})
 }
 
-// Checkouts of GitHub runs stopped resumably are kept for keep_workspaces,
-// then removed; running, paused and recent ones stay.
+// The workspaces serve collects itself, those of the runs no channel is
+// attached to, are kept for keep_workspaces when the run stopped
+// resumably, then removed; running, paused and recent ones stay, and so do
+// a GitHub run's checkout (the App collects it: ghbot.Service) and the
+// directory a run of iterion run worked in.
 func TestSweepWorkspaces(t *testing.T) {
-	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
+	t.Parallel()
+	a := newCLI(t).app(nil, io.Discard, io.Discard)
+	defer a.Close()
+	o, err := a.becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer o.Close()
 	now := time.Now()
 	old := now.Add(-8 * 24 * time.Hour)
+	developers := t.TempDir()
 	runs := []struct {
-		id     string
-		status engine.Status
-		at     time.Time
-		kept   bool
+		id       string
+		status   engine.Status
+		at       time.Time
+		channels []string
+		kept     bool
 	}{
-		{"old-cancelled", engine.StatusCancelled, old, false},
-		{"old-failed-resumable", engine.StatusFailedResumable, old, false},
-		{"new-cancelled", engine.StatusCancelled, now.Add(-time.Hour), true},
-		{"old-paused", engine.StatusPausedWaitingHuman, old, true},
+		{"old-cancelled", engine.StatusCancelled, old, nil, false},
+		{"old-failed-resumable", engine.StatusFailedResumable, old, nil, false},
+		{"new-cancelled", engine.StatusCancelled, now.Add(-time.Hour), nil, true},
+		{"old-paused", engine.StatusPausedWaitingHuman, old, nil, true},
+		{"old-github", engine.StatusCancelled, old, []string{"github"}, true},
+		{"old-of-iterion-run", engine.StatusCancelled, old, nil, true},
 	}
 	for _, r := range runs {
-		run := &engine.Run{ID: r.id, Status: r.status, Trigger: ghbot.Origin{Repo: "acme/app", PR: 7}.Trigger(""), CreatedAt: r.at, UpdatedAt: r.at}
+		dir := filepath.Join(workspacesDir(o), r.id)
+		if r.id == "old-of-iterion-run" {
+			dir = filepath.Join(developers, r.id)
+		}
+		run := &engine.Run{ID: r.id, Status: r.status, Channels: r.channels, WorkDir: dir, CreatedAt: r.at, UpdatedAt: r.at}
+		if r.channels != nil {
+			run.Trigger = ghbot.Origin{Repo: "acme/app", PR: 7}.Trigger("")
+		}
 		if err := o.db.CreateRun(context.Background(), run, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(filepath.Join(workDirOf(o, run), "src"), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, "src"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sweepOnce(context.Background(), o, 7*24*time.Hour, now, slog.New(slog.DiscardHandler))
 	for _, r := range runs {
-		_, err := os.Stat(filepath.Join(workspacesDir(o), r.id))
+		dir := filepath.Join(workspacesDir(o), r.id)
+		if r.id == "old-of-iterion-run" {
+			dir = filepath.Join(developers, r.id)
+		}
+		_, err := os.Stat(dir)
 		if kept := err == nil; kept != r.kept {
 			t.Errorf("%s: kept = %v, want %v", r.id, kept, r.kept)
 		}
@@ -632,11 +658,13 @@ func TestSweepWorkspaces(t *testing.T) {
 // serve's retention removes stopped runs unchanged for longer than it,
 // with their workspaces; paused and recent runs stay, and 0 keeps all.
 func TestRetention(t *testing.T) {
-	o, err := becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
+	t.Parallel()
+	a := newCLI(t).app(nil, io.Discard, io.Discard)
+	defer a.Close()
+	o, err := a.becomeOwner(t.TempDir(), "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer o.Close()
 	ctx := context.Background()
 	for _, r := range []struct {
 		id     string

@@ -16,10 +16,10 @@ import (
 // command's context cancelled, as main does on SIGINT), and the advice it
 // prints, followed.
 
-// runInTerminal starts `iterion args…` in-process reading the terminal
-// tty, printing progress and prompts on scr; wait returns the exit code
-// and stdout.
-func runInTerminal(t *testing.T, ctx context.Context, tty interface {
+// runInTerminal starts `iterion args…` in-process, a command of c,
+// reading the terminal tty, printing progress and prompts on scr; wait
+// returns the exit code and stdout.
+func runInTerminal(t *testing.T, c *testCLI, ctx context.Context, tty interface {
 	Read([]byte) (int, error)
 }, scr *screen, args ...string) (wait func() (int, string)) {
 	t.Helper()
@@ -30,7 +30,7 @@ func runInTerminal(t *testing.T, ctx context.Context, tty interface {
 	done := make(chan result, 1)
 	go func() {
 		var out bytes.Buffer
-		code := runIn(ctx, args, tty, &out, scr)
+		code := c.exec(ctx, tty, &out, scr, args...)
 		done <- result{code, out.String()}
 	}()
 	return func() (int, string) {
@@ -59,8 +59,9 @@ func adviceLine(t *testing.T, out, prefix string) string {
 // follow runs a command the CLI advised, "iterion …", as it is, but for
 // its "…" placeholders, filled from fill (field=… by the field, "…" by the
 // word before it). The advice names the store when it is not the default
-// one (the tests' never is).
-func follow(t *testing.T, command string, fill map[string]string) (int, string, string) {
+// one (the tests' never is). It runs as a command of c.
+func follow(c *testCLI, command string, fill map[string]string) (int, string, string) {
+	t := c.t
 	t.Helper()
 	// A remark after the command, "(node x runs again)" or ", or …", is
 	// not part of it.
@@ -80,20 +81,22 @@ func follow(t *testing.T, command string, fill map[string]string) (int, string, 
 			t.Fatalf("nothing fills %q of %q", w, command)
 		}
 	}
-	return runCLI(t, words...)
+	return c.run(words...)
 }
 
 // Ctrl-C at a human node's prompt leaves the run paused and prints the
 // node, the form's fields and the resume command that answers them; that
 // command, filled in, finishes the run.
 func TestCtrlCAtThePrompt(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	_, tty := newPTY(t)
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "release.bot", humanWorkflow)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scr := newScreen()
-	wait := runInTerminal(t, ctx, tty, scr, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--var", "version=2.0")
+	wait := runInTerminal(t, c, ctx, tty, scr, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--var", "version=2.0")
 	scr.waitFor(t, "approved [yes or no]: ", 1)
 	cancel()
 	code, out := wait()
@@ -116,7 +119,7 @@ func TestCtrlCAtThePrompt(t *testing.T) {
 	if want := "answer with: iterion runs answer rel-1 rel-1_approve approved=… reason=… --store-dir " + st; advice != want {
 		t.Errorf("advice %q, want %q", advice, want)
 	}
-	code, out, errOut := follow(t, strings.TrimPrefix(advice, "answer with: "), map[string]string{"approved": "yes", "reason": "tested"})
+	code, out, errOut := follow(c, strings.TrimPrefix(advice, "answer with: "), map[string]string{"approved": "yes", "reason": "tested"})
 	if code != exitOK || !strings.Contains(out, "run rel-1 is finished") {
 		t.Errorf("following %q: exit %d\n%s%s", advice, code, out, errOut)
 	}
@@ -129,14 +132,16 @@ const awaitWorkflow = "agent deploy:\n  model: \"anthropic/x\"\n  interaction: a
 // Ctrl-C while the run waits in the await_answers tool prints the question
 // ids and how to answer them; the answer continues the run to its end.
 func TestCtrlCWhileTheAgentAwaits(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	a := &awaiter{posted: make(chan string, 1), resumed: make(chan string, 1)}
-	useBackend(t, a)
+	c.useBackend(a)
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "deploy.bot", awaitWorkflow)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scr := newScreen()
-	wait := runInTerminal(t, ctx, strings.NewReader(""), scr, "run", wf, "--store-dir", st, "--run-id", "dep-1")
+	wait := runInTerminal(t, c, ctx, strings.NewReader(""), scr, "run", wf, "--store-dir", st, "--run-id", "dep-1")
 	id := <-a.posted
 	scr.waitFor(t, "waits for the answers", 1)
 	cancel()
@@ -154,7 +159,7 @@ func TestCtrlCWhileTheAgentAwaits(t *testing.T) {
 		}
 	}
 	answer := adviceLine(t, out, "iterion runs answer dep-1 ")
-	code, out, errOut := follow(t, answer, map[string]string{id: "eu-west"})
+	code, out, errOut := follow(c, answer, map[string]string{id: "eu-west"})
 	if code != exitOK || !strings.Contains(out, "run dep-1 is finished") {
 		t.Fatalf("following %q: exit %d\n%s%s", answer, code, out, errOut)
 	}
@@ -184,14 +189,16 @@ func (b *blocker) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 // Ctrl-C mid-node names the node, which runs again on the resume the
 // advice names.
 func TestCtrlCMidNode(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	b := &blocker{started: make(chan struct{})}
-	useBackend(t, b)
+	c.useBackend(b)
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "work.bot", "agent work:\n  model: \"anthropic/x\"\nworkflow w:\n  entry: work\n  work -> done\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scr := newScreen()
-	wait := runInTerminal(t, ctx, strings.NewReader(""), scr, "run", wf, "--store-dir", st, "--run-id", "blk-1")
+	wait := runInTerminal(t, c, ctx, strings.NewReader(""), scr, "run", wf, "--store-dir", st, "--run-id", "blk-1")
 	<-b.started
 	cancel()
 	code, out := wait()
@@ -205,7 +212,7 @@ func TestCtrlCMidNode(t *testing.T) {
 	if !strings.HasSuffix(resume, "(node work runs again)") {
 		t.Errorf("advice %q does not say that work runs again", resume)
 	}
-	code, out, errOut := follow(t, strings.TrimPrefix(resume, "continue it with: "), nil)
+	code, out, errOut := follow(c, strings.TrimPrefix(resume, "continue it with: "), nil)
 	if code != exitOK || !strings.Contains(out, "run blk-1 finished\noutput of work:\n  text: done at last\n") {
 		t.Errorf("following %q: exit %d\n%s%s", resume, code, out, errOut)
 	}
@@ -214,13 +221,15 @@ func TestCtrlCMidNode(t *testing.T) {
 // Ctrl-C while the await_answers gate waits lists its open questions; the
 // answers and the resume the advice names pass the gate.
 func TestCtrlCAtTheGate(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	a := &asker{posted: make(chan []string, 1)}
-	useBackend(t, a)
+	c.useBackend(a)
 	st := filepath.Join(t.TempDir(), "st")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scr := newScreen()
-	wait := runInTerminal(t, ctx, strings.NewReader(""), scr, "run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "g-1")
+	wait := runInTerminal(t, c, ctx, strings.NewReader(""), scr, "run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "g-1")
 	ids := <-a.posted
 	scr.waitFor(t, "▶ await_answers gate", 1)
 	cancel()
@@ -240,12 +249,12 @@ func TestCtrlCAtTheGate(t *testing.T) {
 	fill := map[string]string{ids[0]: "MIT", ids[1]: "Go 1.26"}
 	for _, id := range ids {
 		answer := adviceLine(t, out, "iterion runs answer g-1 "+id)
-		if code, out, errOut := follow(t, answer, fill); code != exitOK {
+		if code, out, errOut := follow(c, answer, fill); code != exitOK {
 			t.Fatalf("following %q: exit %d\n%s%s", answer, code, out, errOut)
 		}
 	}
 	resume := strings.TrimPrefix(adviceLine(t, out, "continue it with: "), "continue it with: ")
-	code, out, errOut := follow(t, resume, nil)
+	code, out, errOut := follow(c, resume, nil)
 	if code != exitOK || !strings.Contains(out, "run g-1 finished\noutput of finalize:\n  readme: ") {
 		t.Errorf("following %q: exit %d\n%s%s", resume, code, out, errOut)
 	}
@@ -255,6 +264,8 @@ func TestCtrlCAtTheGate(t *testing.T) {
 // the field accepts, and the field is asked again; the run then goes on
 // with the answers that fit.
 func TestPromptAsksAgain(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	ptmx, tty := newPTY(t)
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "release.bot", `
@@ -271,7 +282,7 @@ workflow release:
   approve -> done
 `)
 	scr := newScreen()
-	wait := runInTerminal(t, context.Background(), tty, scr, "run", wf, "--store-dir", st, "--run-id", "p-1", "--json")
+	wait := runInTerminal(t, c, context.Background(), tty, scr, "run", wf, "--store-dir", st, "--run-id", "p-1", "--json")
 	steps := []struct{ prompt, typed, refusal string }{
 		{"approved [yes or no]: ", "perhaps", `"perhaps" is not a yes/no answer (use true or false); try again`},
 		{"approved [yes or no]: ", "yes", ""},
@@ -300,14 +311,6 @@ workflow release:
 			t.Errorf("the output lacks %s:\n%s", want, out)
 		}
 	}
-}
-
-// useBackend makes the commands of the test run their agents on b.
-func useBackend(t *testing.T, b engine.Backend) {
-	t.Helper()
-	old := backends
-	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": b}, nil }
-	t.Cleanup(func() { backends = old })
 }
 
 // screen collects what a command prints, for a test to wait until a text

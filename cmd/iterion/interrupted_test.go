@@ -19,6 +19,7 @@ import (
 // list and runs show label it interrupted, naming the dead owner's pid and
 // the command that continues it, which works.
 func TestInterruptedRunsAreLabelled(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, log := toolChain(t, dir)
 	st := filepath.Join(dir, "st")
@@ -53,7 +54,7 @@ func TestInterruptedRunsAreLabelled(t *testing.T) {
 		t.Errorf("runs show --json:\n%s", js)
 	}
 	resume := adviceLine(t, show, "continue it with: ")
-	code, rout, errOut := follow(t, strings.TrimPrefix(resume, "continue it with: "), nil)
+	code, rout, errOut := follow(newCLI(t), strings.TrimPrefix(resume, "continue it with: "), nil)
 	if code != exitOK || !strings.Contains(rout, "run c1 finished") {
 		t.Fatalf("following %q: exit %d\n%s%s", resume, code, rout, errOut)
 	}
@@ -66,6 +67,7 @@ func TestInterruptedRunsAreLabelled(t *testing.T) {
 // interrupted, and the advice says to wait for the holder; the holder's own
 // run is running.
 func TestInterruptedUnderALiveOwner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf, _ := toolChain(t, dir)
 	st := filepath.Join(dir, "st")

@@ -17,7 +17,9 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	app := &App{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	code := app.Run(ctx)
+	app.Close()
 	stop()
 	os.Exit(code)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,68 +33,74 @@ type ownerInfo struct {
 }
 
 // storeDir resolves the store directory: the flag, then ITERION_STORE,
-// then .iterion in the current directory.
-func storeDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if env := os.Getenv("ITERION_STORE"); env != "" {
-		return env
-	}
-	return ".iterion"
+// then .iterion, from the App's directory.
+func (a *App) storeDir(flag string) string {
+	return a.path(cmp.Or(flag, a.getenv("ITERION_STORE"), defaultStoreDir))
 }
 
 // localOptions say where the store owners' sockets and tokens are: the
 // private directory $ITERION_RUNTIME_DIR, else api.LocalOptions' default
 // ($XDG_RUNTIME_DIR/iterion, else ~/.cache/iterion/run). Owners and the
 // commands that reach them must agree, so give them the same environment.
-func localOptions() api.LocalOptions {
-	return api.LocalOptions{Dir: os.Getenv("ITERION_RUNTIME_DIR")}
+func (a *App) localOptions() api.LocalOptions {
+	return api.LocalOptions{Dir: a.path(a.getenv("ITERION_RUNTIME_DIR"))}
 }
 
 // owner is this process holding a store: the database, the engine over
 // it, and the API served on the store's socket.
 type owner struct {
 	dir    string
+	local  api.LocalOptions
 	db     *store.DB
 	engine *engine.Engine
-	local  *api.LocalServer
+	served *api.LocalServer
 	api    *api.Server
 	// apiHandler is the API, also mounted by serve on TCP behind a token.
 	apiHandler http.Handler
+
+	closing  sync.Once
+	closeErr error
 }
 
 // becomeOwner opens the store directory for this process, builds the
-// engine over it with opts and serves its API. A second owner gets an
-// error naming the first.
-func becomeOwner(dir, command string, opts engine.Options, notices io.Writer) (*owner, error) {
-	o, err := openOwner(dir, command, notices)
+// engine over it with opts and serves its API; the App's Close releases
+// them. A second owner gets an error naming the first.
+func (a *App) becomeOwner(dir, command string, opts engine.Options, notices io.Writer) (*owner, error) {
+	o, err := a.openOwner(dir, command, notices)
 	if err != nil {
 		return nil, err
 	}
 	if err := o.start(opts, nil); err != nil {
-		o.Close()
 		return nil, err
 	}
 	return o, nil
 }
 
-// openOwner takes the store directory for this process: the store is
-// open, nothing runs and no API is served until start.
-func openOwner(dir, command string, notices io.Writer) (*owner, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
-	}
-	db, err := store.Open(dir, store.Options{})
-	// A short-lived command (runs list, runs answer) may hold the store for
-	// a moment when no owner is alive; wait for it rather than fail.
+// openStore opens the store in dir. A short-lived command (runs list,
+// runs answer) may hold it for a moment when no owner is alive, and so may
+// a process this one is starting, between its fork and its exec (the copy
+// of the lock's descriptor it holds until then keeps the lock): it waits
+// for them, up to 5 s, rather than fail. A live owner's store is refused
+// at once.
+func openStore(dir string, opts store.Options) (*store.DB, error) {
+	db, err := store.Open(dir, opts)
 	for wait := 0; errors.Is(err, store.ErrLocked) && wait < 50; wait++ {
 		if info, ok := readOwner(dir); ok && alive(info.PID) {
 			break // a real owner: no point waiting
 		}
 		time.Sleep(100 * time.Millisecond)
-		db, err = store.Open(dir, store.Options{})
+		db, err = store.Open(dir, opts)
 	}
+	return db, err
+}
+
+// openOwner takes the store directory for this process, until the App's
+// Close: the store is open, nothing runs and no API is served until start.
+func (a *App) openOwner(dir, command string, notices io.Writer) (*owner, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
+	}
+	db, err := openStore(dir, store.Options{})
 	if errors.Is(err, store.ErrLocked) {
 		if info, ok := readOwner(dir); ok {
 			return nil, fmt.Errorf("store %s is in use by another iterion process (pid %d, %q, since %s); wait for it, or use another --store-dir", dir, info.PID, info.Command, info.Since.Format(time.RFC3339))
@@ -102,12 +110,12 @@ func openOwner(dir, command string, notices io.Writer) (*owner, error) {
 	if err != nil {
 		return nil, err // names the directory
 	}
-	o := &owner{dir: dir, db: db}
+	o := &owner{dir: dir, db: db, local: a.localOptions()}
+	a.hold(func() { o.Close() })
 	noteInterrupted(db, notices)
 	info := ownerInfo{PID: os.Getpid(), Command: command, Since: time.Now().UTC()}
 	b, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600); err != nil {
-		o.Close()
 		return nil, fmt.Errorf("recording the owner of %s: %w", dir, err)
 	}
 	return o, nil
@@ -123,26 +131,29 @@ func (o *owner) start(opts engine.Options, launch func(context.Context, api.Laun
 	// We hold the store, so a socket and token already there are a dead
 	// owner's: ServeLocal replaces them.
 	var err error
-	if o.local, err = api.ServeLocal(o.dir, o.apiHandler, localOptions()); err != nil {
+	if o.served, err = api.ServeLocal(o.dir, o.apiHandler, o.local); err != nil {
 		return fmt.Errorf("serving the API of store %s: %w", o.dir, err)
 	}
 	return nil
 }
 
 // Close stops the API (ending the waits of its clients first) and the
-// engine's timers, and closes the store.
+// engine's timers, and closes the store. It may be called more than once.
 func (o *owner) Close() error {
-	if o.api != nil {
-		o.api.Close()
-	}
-	if o.local != nil {
-		_ = o.local.Close()
-	}
-	if o.engine != nil {
-		o.engine.Close()
-	}
-	_ = os.Remove(filepath.Join(o.dir, ownerFile))
-	return o.db.Close()
+	o.closing.Do(func() {
+		if o.api != nil {
+			o.api.Close()
+		}
+		if o.served != nil {
+			_ = o.served.Close()
+		}
+		if o.engine != nil {
+			o.engine.Close()
+		}
+		_ = os.Remove(filepath.Join(o.dir, ownerFile))
+		o.closeErr = o.db.Close()
+	})
+	return o.closeErr
 }
 
 // noteInterrupted tells about runs still marked running: this process now
@@ -185,10 +196,10 @@ type storeAccess struct {
 //
 // The owner is always reached on the socket of our private directory, with
 // the token there; owner.json only says whether an owner is alive.
-func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, error) {
+func (a *App) access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, error) {
 	var apiErr error // why a live owner's API did not answer
 	if info, ok := readOwner(dir); ok && alive(info.PID) {
-		c, err := api.DialLocal(dir, localOptions())
+		c, err := api.DialLocal(dir, a.localOptions())
 		if err == nil {
 			_, err = c.Runs(ctx, engine.RunFilter{Limit: 1})
 		}
@@ -200,7 +211,7 @@ func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, er
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("no iterion store at %s (start a run with iterion run, or pass --store-dir)", dir)
 	}
-	db, err := store.Open(dir, store.Options{Logger: log})
+	db, err := openStore(dir, store.Options{Logger: log})
 	if err != nil && apiErr != nil {
 		// Typically a different ITERION_RUNTIME_DIR or XDG_RUNTIME_DIR
 		// than the owner's, or an owner of another user.
@@ -209,11 +220,14 @@ func access(ctx context.Context, dir string, log *slog.Logger) (*storeAccess, er
 	if err != nil {
 		return nil, err // names the directory and, when locked, its owner
 	}
-	return &storeAccess{db: db}, nil
+	sa := &storeAccess{db: db}
+	a.hold(sa.Close)
+	return sa, nil
 }
 
 func (a *storeAccess) Close() {
 	if a.db != nil {
 		a.db.Close()
+		a.db = nil
 	}
 }

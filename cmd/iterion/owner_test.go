@@ -22,11 +22,12 @@ import (
 func newOwnerWithQuestion(t *testing.T) (o *owner, dir string, ix *engine.Interaction) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "st")
-	o, err := becomeOwner(dir, "test", engine.Options{}, io.Discard)
+	a := newCLI(t).app(nil, io.Discard, io.Discard)
+	t.Cleanup(func() { a.Close() })
+	o, err := a.becomeOwner(dir, "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { o.Close() })
 	ctx := context.Background()
 	now := time.Now()
 	run := &engine.Run{ID: "r-1", Workflow: "w", Status: engine.StatusRunning, CreatedAt: now, UpdatedAt: now}
@@ -83,6 +84,7 @@ func writeOwnerFile(t *testing.T, dir, body string) {
 // reaches the real owner on the socket of its private directory, or opens
 // the store itself when there is none, and the other socket sees nobody.
 func TestHostileOwnerFileIgnored(t *testing.T) {
+	t.Parallel()
 	o, dir, _ := newOwnerWithQuestion(t)
 	sock, conns := hostileSocket(t)
 	hostile := `{"pid": ` + strconv.Itoa(os.Getpid()) + `, "socket": "` + sock + `", "command": "iterion serve", "since": "2026-01-01T00:00:00Z"}`
@@ -106,6 +108,7 @@ func TestHostileOwnerFileIgnored(t *testing.T) {
 // The owner's record no longer says where its socket is; the socket and
 // the token are in the private directory, the token 0600.
 func TestOwnerFiles(t *testing.T) {
+	t.Parallel()
 	_, dir, _ := newOwnerWithQuestion(t)
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 	if err != nil {
@@ -118,11 +121,11 @@ func TestOwnerFiles(t *testing.T) {
 	if _, ok := rec["socket"]; ok || rec["pid"] != float64(os.Getpid()) || rec["command"] != "test" {
 		t.Errorf("owner.json = %s, want pid, command and since only", b)
 	}
-	ep, err := api.LocalEndpoint(dir, localOptions())
+	ep, err := api.LocalEndpoint(dir, newCLI(t).app(nil, nil, nil).localOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt := os.Getenv("ITERION_RUNTIME_DIR"); ep.Dir != rt {
+	if rt := testRuntimeDir; ep.Dir != rt {
 		t.Errorf("private directory %s, want $ITERION_RUNTIME_DIR %s", ep.Dir, rt)
 	}
 	fi, err := os.Lstat(ep.TokenFile)
@@ -137,6 +140,7 @@ func TestOwnerFiles(t *testing.T) {
 // runs answer through the owner is recorded as the OS user via cli,
 // whatever --by says.
 func TestRunsAnswerRecordsTheOSUser(t *testing.T) {
+	t.Parallel()
 	o, dir, ix := newOwnerWithQuestion(t)
 	code, out, errOut := runCLI(t, "runs", "answer", "r-1", ix.ID, "MIT", "--by", "carol", "--store-dir", dir)
 	if code != exitOK || !strings.Contains(out, "recorded") {
@@ -154,14 +158,16 @@ func TestRunsAnswerRecordsTheOSUser(t *testing.T) {
 // A command whose private directory is not the owner's cannot reach it,
 // and says why.
 func TestRunsWithAnotherRuntimeDir(t *testing.T) {
+	t.Parallel()
 	_, dir, _ := newOwnerWithQuestion(t)
 	other, err := os.MkdirTemp("", "itrt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(other) })
-	t.Setenv("ITERION_RUNTIME_DIR", filepath.Join(other, "run"))
-	code, out, errOut := runCLI(t, "runs", "list", "--store-dir", dir)
+	c := newCLI(t)
+	c.setenv("ITERION_RUNTIME_DIR", filepath.Join(other, "run"))
+	code, out, errOut := c.run("runs", "list", "--store-dir", dir)
 	if code != exitError || !strings.Contains(errOut, "owns it") || !strings.Contains(errOut, "its owner's API did not answer either") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -169,7 +175,7 @@ func TestRunsWithAnotherRuntimeDir(t *testing.T) {
 	if err := os.Chmod(filepath.Join(other, "run"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = runCLI(t, "runs", "list", "--store-dir", dir)
+	code, _, errOut = c.run("runs", "list", "--store-dir", dir)
 	if code != exitError || !strings.Contains(errOut, "private directory "+filepath.Join(other, "run")+" is writable by other users") {
 		t.Errorf("exit %d, %s", code, errOut)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // newPruneCmd is iterion runs prune.
-func newPruneCmd() *cobra.Command {
+func (a *App) newPruneCmd() *cobra.Command {
 	var olderThan string
 	var dryRun bool
 	cmd := &cobra.Command{
@@ -49,7 +49,7 @@ holds it, set retention in serve's config file instead (docs/serve.md).`,
 				return usageError{fmt.Errorf("--older-than %q: %v; write a number of days like 30d, or a duration like 720h", olderThan, err)}
 			}
 			flag, _ := cmd.Flags().GetString("store-dir")
-			p := pruneCommand{dir: storeDir(flag), age: olderThan, dryRun: dryRun, out: cmd.OutOrStdout()}
+			p := pruneCommand{dir: a.storeDir(flag), age: olderThan, dryRun: dryRun, out: cmd.OutOrStdout()}
 			return p.run(cmd.Context(), time.Now().Add(-age))
 		},
 	}
@@ -99,7 +99,7 @@ func (p pruneCommand) run(ctx context.Context, cutoff time.Time) error {
 	if _, err := os.Stat(p.dir); err != nil {
 		return fmt.Errorf("no iterion store at %s (pass --store-dir, or set ITERION_STORE)", p.dir)
 	}
-	db, err := store.Open(p.dir, p.opts)
+	db, err := openStore(p.dir, p.opts)
 	if err != nil {
 		return err // names the directory, and who holds it
 	}
@@ -131,7 +131,7 @@ func (p pruneCommand) run(ctx context.Context, cutoff time.Time) error {
 			return fmt.Errorf("removing the workspaces of the runs to prune: %w", err)
 		}
 		db.Close()
-		if db, err = store.Open(p.dir, p.opts); err != nil {
+		if db, err = openStore(p.dir, p.opts); err != nil {
 			return err
 		}
 		if err := db.ReadOnly(); err != nil {

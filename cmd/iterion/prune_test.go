@@ -147,6 +147,7 @@ func TestRunsPruneUsage(t *testing.T) {
 		{"argument", []string{"--older-than", "30d", "r-old"}, `unexpected argument "r-old"`},
 	}
 	for _, tc := range tests {
+		// Serial: the cases open the one store in turn.
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := runCLI(t, append([]string{"runs", "prune", "--store-dir", dir}, tc.args...)...)
 			if code != exitUsage || !strings.Contains(errs, tc.want) {

@@ -23,17 +23,17 @@ var secretEnvs = []string{
 // environment: secretEnvs, and the key variable (api_key_env) of each
 // provider of the ITERION_PROVIDERS file. Every command that executes runs
 // scrubs them from what the runs store, print and log.
-func envRedactor() *engine.Redactor {
+func (a *App) envRedactor() *engine.Redactor {
 	names := slices.Clone(secretEnvs)
 	// A providers file that cannot be read is reported by backends().
-	if providers, err := loadProviders(os.Getenv("ITERION_PROVIDERS")); err == nil {
+	if providers, err := a.loadProviders(); err == nil {
 		for _, p := range providers {
 			names = append(names, p.APIKeyEnv)
 		}
 	}
 	r := engine.NewRedactor()
 	for _, name := range names {
-		r.Add(secretValue(name, os.Getenv(name)))
+		r.Add(a.secretValue(name, a.getenv(name)))
 	}
 	return r
 }
@@ -42,10 +42,10 @@ func envRedactor() *engine.Redactor {
 // variables named under secrets: and the App's key file named by
 // github.private_key_file. A name under secrets: that is not set (or too
 // short to scrub) is logged, since its secret then goes unprotected.
-func serveRedactor(cfg serveConfig, log *slog.Logger) *engine.Redactor {
-	r := envRedactor()
+func (a *App) serveRedactor(cfg serveConfig, log *slog.Logger) *engine.Redactor {
+	r := a.envRedactor()
 	for _, name := range cfg.Secrets {
-		v := os.Getenv(name)
+		v := a.getenv(name)
 		if len(strings.TrimSpace(v)) < engine.MinSecretLen {
 			log.Warn("a variable named under secrets: is not set, or is too short to be scrubbed", "name", name, "min_length", engine.MinSecretLen)
 			continue
@@ -53,7 +53,7 @@ func serveRedactor(cfg serveConfig, log *slog.Logger) *engine.Redactor {
 		r.Add(v)
 	}
 	if f := cfg.GitHub.PrivateKeyFile; f != "" {
-		if b, err := os.ReadFile(f); err == nil {
+		if b, err := os.ReadFile(a.path(f)); err == nil {
 			r.Add(string(b))
 		}
 	}
@@ -62,11 +62,11 @@ func serveRedactor(cfg serveConfig, log *slog.Logger) *engine.Redactor {
 
 // secretValue is the secret held by variable name set to v: v itself, but
 // for ITERION_GITHUB_PRIVATE_KEY naming a file, the file's contents.
-func secretValue(name, v string) string {
+func (a *App) secretValue(name, v string) string {
 	if name != "ITERION_GITHUB_PRIVATE_KEY" || v == "" || strings.HasPrefix(strings.TrimSpace(v), "-----BEGIN") {
 		return v
 	}
-	b, err := os.ReadFile(v)
+	b, err := os.ReadFile(a.path(v))
 	if err != nil {
 		return "" // githubSettings reports it
 	}

@@ -76,6 +76,7 @@ func leaks(text string, secrets []string) []string {
 // check runs), the REST API's answers, the log or the store (run errors,
 // events, questions, artifacts, outbox rows): [redacted] does.
 func TestServeScrubsSecrets(t *testing.T) {
+	t.Parallel()
 	model := "sk-ant-api03-" + randomHex(t, 24)
 	token := "iterion-api-" + randomHex(t, 16)
 	webhook := "whsec-" + randomHex(t, 16)
@@ -226,6 +227,7 @@ func (h *ghHarness) get(path string) string {
 // the App's key (PEM text, or the file a path names) and the variables
 // named under secrets:.
 func TestServeRedactor(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := newPEMKey(t)
 	keyFile := filepath.Join(dir, "app.pem")
@@ -247,14 +249,16 @@ func TestServeRedactor(t *testing.T) {
 		"ITERION_API_TOKEN": "api-token-0000005", "ITERION_GITHUB_WEBHOOK_SECRET": "webhook-0000006",
 		"ITERION_GITHUB_PRIVATE_KEY": keyFile, "SLACK_BOT_TOKEN": "xoxb-0000000007", "SHORT": "abc",
 	}
+	c := newCLI(t)
 	for k, v := range env {
-		t.Setenv(k, v)
+		c.setenv(k, v)
 	}
+	a := c.app(nil, nil, nil)
 	var logs strings.Builder
 	cfg := defaultServeConfig()
 	cfg.Secrets = []string{"SLACK_BOT_TOKEN", "SHORT"}
 	cfg.GitHub.PrivateKeyFile = otherFile
-	r := serveRedactor(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	r := a.serveRedactor(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, name := range []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "GROQ_KEY", "ITERION_API_TOKEN", "ITERION_GITHUB_WEBHOOK_SECRET", "SLACK_BOT_TOKEN"} {
 		if got := r.String("x " + env[name] + " y"); got != "x [redacted] y" {
 			t.Errorf("%s: %q, want it scrubbed", name, got)
@@ -272,12 +276,13 @@ func TestServeRedactor(t *testing.T) {
 		t.Errorf("no warning about the short secret SHORT: %q", logs.String())
 	}
 	// Commands other than serve know the environment's secrets alone.
-	if got := envRedactor().String(env["SLACK_BOT_TOKEN"] + " " + env["OPENAI_API_KEY"]); got != env["SLACK_BOT_TOKEN"]+" [redacted]" {
+	if got := a.envRedactor().String(env["SLACK_BOT_TOKEN"] + " " + env["OPENAI_API_KEY"]); got != env["SLACK_BOT_TOKEN"]+" [redacted]" {
 		t.Errorf("envRedactor: %q", got)
 	}
 }
 
 func TestServeConfigSecrets(t *testing.T) {
+	t.Parallel()
 	cfg := defaultServeConfig()
 	if err := parseServeConfig("serve.yml", []byte("secrets:\n  - SLACK_BOT_TOKEN\n  - DB_PASSWORD\n"), &cfg); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ workflow release:
 `
 
 func TestRunFinishes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wf := writeFile(t, "w.bot", "compute c:\n  expr:\n    x: \"1 + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	code, out, errOut := runCLI(t, "run", wf, "--store-dir", filepath.Join(dir, "st"), "--run-id", "first", "--json")
@@ -57,6 +58,7 @@ func TestRunFinishes(t *testing.T) {
 }
 
 func TestRunPauseResume(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "release.bot", humanWorkflow)
 	code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--no-interactive", "--var", "version=2.0")
@@ -90,6 +92,7 @@ func TestRunPauseResume(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	ok := writeFile(t, "ok.bot", "compute c:\n  expr:\n    x: \"1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	if code, _, errOut := runCLI(t, "run", ok, "--store-dir", st); code != exitOK {
@@ -115,6 +118,7 @@ func TestRunErrors(t *testing.T) {
 		{"resume needs id", []string{"resume"}, exitUsage, "resume needs --run-id"},
 	}
 	for _, tc := range tests {
+		// Serial: the cases use the one store in turn, some as its owner.
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runCLI(t, tc.args...)
 			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
@@ -146,10 +150,10 @@ func (a *asker) Execute(ctx context.Context, task *engine.Task) (*engine.Result,
 }
 
 func TestRunsAnswerThroughTheOwner(t *testing.T) {
+	t.Parallel()
 	a := &asker{posted: make(chan []string, 1)}
-	old := backends
-	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
-	t.Cleanup(func() { backends = old })
+	c := newCLI(t)
+	c.useBackend(a)
 
 	st := filepath.Join(t.TempDir(), "st")
 	wf := "../../examples/async-questions/main.bot"
@@ -161,7 +165,7 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	go func() {
 		// Not a terminal: the run waits at its gate for answers through
 		// the socket.
-		code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "async-1")
+		code, out, errOut := c.run("run", wf, "--store-dir", st, "--run-id", "async-1")
 		done <- result{code, out, errOut}
 	}()
 	ids := <-a.posted
@@ -169,11 +173,11 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	// While the run owns the store, a second run gets a clear error.
 	var code int
 	var out, errOut string
-	code, _, errOut = runCLI(t, "run", wf, "--store-dir", st)
+	code, _, errOut = c.run("run", wf, "--store-dir", st)
 	if code != exitError || !strings.Contains(errOut, "is in use by another iterion process") {
 		t.Errorf("second owner: exit %d, %s", code, errOut)
 	}
-	code, out, errOut = runCLI(t, "runs", "questions", "async-1", "--store-dir", st)
+	code, out, errOut = c.run("runs", "questions", "async-1", "--store-dir", st)
 	var listed struct {
 		Interactions []engine.Interaction `json:"interactions"`
 	}
@@ -183,16 +187,16 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 	if listed.Interactions[0].ID != "async-1_draft_async_1" || listed.Interactions[0].Question() != "Which licence?" {
 		t.Errorf("first question = %+v", listed.Interactions[0])
 	}
-	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], " ", "--store-dir", st)
+	code, _, errOut = c.run("runs", "answer", "async-1", ids[0], " ", "--store-dir", st)
 	if code != exitUsage || !strings.Contains(errOut, "answer text is required") {
 		t.Errorf("empty answer: exit %d, %s", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "runs", "answer", "async-1", "async-1_draft_async_9", "MIT", "--store-dir", st)
+	code, _, errOut = c.run("runs", "answer", "async-1", "async-1_draft_async_9", "MIT", "--store-dir", st)
 	if code != exitError || !strings.Contains(errOut, "not found") {
 		t.Errorf("unknown question: exit %d, %s", code, errOut)
 	}
 	for i, id := range ids {
-		code, out, errOut = runCLI(t, "runs", "answer", "async-1", id, []string{"MIT", "Go 1.26"}[i], "--store-dir", st)
+		code, out, errOut = c.run("runs", "answer", "async-1", id, []string{"MIT", "Go 1.26"}[i], "--store-dir", st)
 		if code != exitOK || !strings.Contains(out, "answer to "+id+" recorded") {
 			t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
 		}
@@ -202,7 +206,7 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	// Once the run is over (no owner), a second answer is still refused.
-	code, _, errOut = runCLI(t, "runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
+	code, _, errOut = c.run("runs", "answer", "async-1", ids[0], "GPL", "--store-dir", st)
 	if code != exitError || !strings.Contains(errOut, "already answered") {
 		t.Errorf("second answer: exit %d, %s", code, errOut)
 	}
@@ -212,12 +216,12 @@ func TestRunsAnswerThroughTheOwner(t *testing.T) {
 // command (exit 0), parked in the store with its gate's deadline; the
 // answer that releases it resumes it in the answering command.
 func TestNoInteractiveParksAtTheGate(t *testing.T) {
+	t.Parallel()
 	a := &asker{posted: make(chan []string, 1)}
-	old := backends
-	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
-	t.Cleanup(func() { backends = old })
+	c := newCLI(t)
+	c.useBackend(a)
 	st := filepath.Join(t.TempDir(), "st")
-	code, out, errOut := runCLI(t, "run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "park-1", "--no-interactive")
+	code, out, errOut := c.run("run", "../../examples/async-questions/main.bot", "--store-dir", st, "--run-id", "park-1", "--no-interactive")
 	ids := <-a.posted
 	if code != exitOK {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
@@ -232,11 +236,11 @@ func TestNoInteractiveParksAtTheGate(t *testing.T) {
 			t.Errorf("run's output lacks %q:\n%s", want, out)
 		}
 	}
-	code, out, errOut = runCLI(t, "runs", "answer", "park-1", ids[0], "MIT", "--store-dir", st)
+	code, out, errOut = c.run("runs", "answer", "park-1", ids[0], "MIT", "--store-dir", st)
 	if code != exitOK || strings.Contains(out, "continues") {
 		t.Fatalf("first answer: exit %d\n%s%s; want it recorded, the run still waiting", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "runs", "answer", "park-1", ids[1], "Go 1.26", "--store-dir", st)
+	code, out, errOut = c.run("runs", "answer", "park-1", ids[1], "Go 1.26", "--store-dir", st)
 	if code != exitOK || !strings.Contains(out, "run park-1 continues here") || !strings.Contains(out, "run park-1 is finished") {
 		t.Fatalf("last answer: exit %d\n%s%s; want the run resumed here and finished", code, out, errOut)
 	}
@@ -271,10 +275,10 @@ func (a *awaiter) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 }
 
 func TestAwaitToolPauseResumesByItself(t *testing.T) {
+	t.Parallel()
 	a := &awaiter{posted: make(chan string, 1), resumed: make(chan string, 1)}
-	old := backends
-	backends = func() (map[string]engine.Backend, error) { return map[string]engine.Backend{"claw": a}, nil }
-	t.Cleanup(func() { backends = old })
+	c := newCLI(t)
+	c.useBackend(a)
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "deploy.bot", "agent deploy:\n  model: \"anthropic/x\"\n  interaction: async\nworkflow w:\n  entry: deploy\n  deploy -> done\n")
 	// The run's progress goes through a pipe, so the test can wait for the
@@ -285,7 +289,7 @@ func TestAwaitToolPauseResumesByItself(t *testing.T) {
 		var out bytes.Buffer
 		// Not a terminal, and prompts not refused: the command waits for
 		// the answers through its socket.
-		code := run(context.Background(), []string{"run", wf, "--store-dir", st, "--run-id", "dep-1"}, &out, pw)
+		code := c.exec(context.Background(), nil, &out, pw, "run", wf, "--store-dir", st, "--run-id", "dep-1")
 		pw.Close()
 		done <- fmt.Sprintf("%d %s", code, out.String())
 	}()
@@ -301,7 +305,7 @@ func TestAwaitToolPauseResumesByItself(t *testing.T) {
 	}()
 	id := <-a.posted
 	<-paused
-	code, out, errOut := runCLI(t, "runs", "answer", "dep-1", id, "eu-west", "--store-dir", st)
+	code, out, errOut := c.run("runs", "answer", "dep-1", id, "eu-west", "--store-dir", st)
 	if code != exitOK || !strings.Contains(out, "run dep-1 continues in the store's owner") {
 		t.Fatalf("runs answer: exit %d\n%s%s", code, out, errOut)
 	}

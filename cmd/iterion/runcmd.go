@@ -24,28 +24,38 @@ import (
 	"github.com/iterion-bot/iterion/store"
 )
 
-// backends returns the agent backends this build has: claw (models named
-// anthropic/… or openai/…, keys and base URLs from ANTHROPIC_API_KEY,
-// ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL). claude_code and pi
-// are not built yet: a workflow with their nodes is refused before it
-// starts, "backend … is not available in this build". Tests replace it with
-// scripted backends.
-var backends = func() (map[string]engine.Backend, error) {
-	providers, err := loadProviders(os.Getenv("ITERION_PROVIDERS"))
+// backends returns the agent backends of the App: Backends', else the
+// build's.
+func (a *App) backends() (map[string]engine.Backend, error) {
+	if a.Backends != nil {
+		return a.Backends(a.getenv)
+	}
+	return a.buildBackends()
+}
+
+// buildBackends returns the agent backends this build has: claw (models
+// named anthropic/… or openai/…, keys and base URLs from ANTHROPIC_API_KEY,
+// ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL, and the providers of
+// the ITERION_PROVIDERS file), reading the App's environment. claude_code
+// and pi are not built yet: a workflow with their nodes is refused before
+// it starts, "backend … is not available in this build".
+func (a *App) buildBackends() (map[string]engine.Backend, error) {
+	providers, err := a.loadProviders()
 	if err != nil {
 		return nil, err
 	}
-	return map[string]engine.Backend{"claw": claw.New(claw.Options{Providers: providers})}, nil
+	return map[string]engine.Backend{"claw": claw.New(claw.Options{Env: a.getenv, Providers: providers})}, nil
 }
 
 // loadProviders reads the OpenAI-compatible providers file named by
 // ITERION_PROVIDERS: {"providers": {"name": {"base_url": …, "api_key_env": …}}}.
 // Models of such a provider are written name/model.
-func loadProviders(path string) (map[string]claw.ProviderConfig, error) {
+func (a *App) loadProviders() (map[string]claw.ProviderConfig, error) {
+	path := a.getenv("ITERION_PROVIDERS")
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(a.path(path))
 	if err != nil {
 		return nil, fmt.Errorf("reading the providers file (ITERION_PROVIDERS): %w", err)
 	}
@@ -72,11 +82,11 @@ func loadProviders(path string) (map[string]claw.ProviderConfig, error) {
 // workflow sets no default_backend: ITERION_DEFAULT_BACKEND, else the first
 // backend of ITERION_BACKEND_PREFERENCE (comma separated) that this build
 // has, else claw.
-func defaultBackend(have map[string]engine.Backend) string {
-	if b := strings.TrimSpace(os.Getenv("ITERION_DEFAULT_BACKEND")); b != "" {
+func (a *App) defaultBackend(have map[string]engine.Backend) string {
+	if b := strings.TrimSpace(a.getenv("ITERION_DEFAULT_BACKEND")); b != "" {
 		return b
 	}
-	for _, b := range strings.Split(os.Getenv("ITERION_BACKEND_PREFERENCE"), ",") {
+	for _, b := range strings.Split(a.getenv("ITERION_BACKEND_PREFERENCE"), ",") {
 		if _, ok := have[strings.TrimSpace(b)]; ok {
 			return strings.TrimSpace(b)
 		}
@@ -85,34 +95,37 @@ func defaultBackend(have map[string]engine.Backend) string {
 }
 
 // engineOptions are the engine options every command that executes runs
-// uses; sb runs the processes of its runs.
-func engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxes, parallel int) (engine.Options, error) {
-	have, err := backends()
+// uses; sb runs the processes of its runs. A stored run's workflow file is
+// taken from the App's directory.
+func (a *App) engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxes, parallel int) (engine.Options, error) {
+	have, err := a.backends()
 	if err != nil {
 		return engine.Options{}, err
 	}
-	return engine.Options{Backends: have, DefaultBackend: defaultBackend(have), OnEvent: onEvent, Failpoint: failpoint(),
-		Sandbox: sb, MaxParallelBranches: parallel, Redactor: envRedactor()}, nil
+	return engine.Options{Backends: have, DefaultBackend: a.defaultBackend(have), OnEvent: onEvent, Failpoint: a.failpoint(),
+		Sandbox: sb, MaxParallelBranches: parallel, Redactor: a.envRedactor(),
+		Workflow: func(_ context.Context, run *engine.Run) (*dsl.Workflow, error) {
+			return engine.LoadWorkflowFile(a.path(run.File))
+		}}, nil
 }
 
 // cliEngineOptions are engineOptions for a command run by a person on
 // their own workflows (run, resume, runs recover): the sandbox is the one of
 // --sandbox, else ITERION_SANDBOX, else bwrap, and a workflow may ask for
 // the host, the network and any docker image. Problems with the sandbox are
-// said on stderr. done releases the sandbox once the command has finished
-// with the engine.
-func cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (opts engine.Options, done func(), err error) {
+// said on stderr. The App's Close releases the sandbox, once the command
+// has finished with the engine.
+func (a *App) cliEngineOptions(onEvent func(engine.Event), sandboxFlag, dir string, stderr io.Writer) (engine.Options, error) {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sb, err := newSandboxes(sandboxSettings{}, sandboxFlag, dir, true, log)
+	sb, err := a.newSandboxes(sandboxSettings{}, sandboxFlag, dir, true, log)
 	if err != nil {
-		return engine.Options{}, nil, usageError{err}
+		return engine.Options{}, usageError{err}
 	}
-	if opts, err = engineOptions(onEvent, sb, 0); err != nil {
-		_ = sb.Close()
-		return engine.Options{}, nil, err
-	}
-	return opts, func() { _ = sb.Close() }, nil
+	return a.engineOptions(onEvent, sb, 0)
 }
+
+// storeDirHelp is the help of every --store-dir but serve's.
+const storeDirHelp = "store directory (default $ITERION_STORE or " + defaultStoreDir + ")"
 
 type runFlags struct {
 	vars          []string
@@ -124,13 +137,13 @@ type runFlags struct {
 	sandbox       string
 }
 
-func newRunCmd() *cobra.Command {
+func (a *App) newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run a workflow in this process until it finishes, fails or pauses",
 		Long: `Run compiles FILE, stores a new run in the store directory (--store-dir, else
-$ITERION_STORE, else .iterion) and executes it here. While it runs, this
+$ITERION_STORE, else ` + defaultStoreDir + `) and executes it here. While it runs, this
 process owns the store: other iterion commands reach it through its socket
 (iterion runs questions, iterion runs answer …).
 
@@ -144,16 +157,16 @@ Exit status: 0 when the run finished or paused, 1 when it failed, was
 cancelled or the workflow is invalid, 2 on a usage error.`,
 		Args: exactArgs(1, "run needs one workflow file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runWorkflow(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+			return a.runWorkflow(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
 		},
 	}
 	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a workflow var: --var name=value (repeatable)")
 	cmd.Flags().StringVar(&f.preset, "preset", "", "apply a preset declared by the workflow")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "id of the new run ([a-z0-9-], at most 64); generated when empty")
-	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", storeDirHelp)
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the outcome as JSON")
 	cmd.Flags().BoolVar(&f.noInteractive, "no-interactive", false, "never prompt; a pause ends the command")
-	cmd.Flags().StringVar(&f.sandbox, "sandbox", "", "where the run's processes run: bwrap (default; $ITERION_SANDBOX), docker, or host (no isolation)")
+	cmd.Flags().StringVar(&f.sandbox, "sandbox", "", "where the run's processes run: "+defaultSandboxDriver+" (default; $ITERION_SANDBOX), docker, or host (no isolation)")
 	return cmd
 }
 
@@ -167,8 +180,8 @@ func exactArgs(n int, msg string) cobra.PositionalArgs {
 }
 
 // loadWorkflow reads and compiles a workflow, printing its diagnostics.
-func loadWorkflow(out io.Writer, file string) (*dsl.Workflow, error) {
-	src, err := readWorkflow(file)
+func (a *App) loadWorkflow(out io.Writer, file string) (*dsl.Workflow, error) {
+	src, err := a.readWorkflow(file)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +254,7 @@ func interactive(in io.Reader) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, file string, f runFlags) error {
+func (a *App) runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, file string, f runFlags) error {
 	kv, err := parseKV(f.vars, "var")
 	if err != nil {
 		return err
@@ -250,19 +263,11 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	for k, v := range kv {
 		given[k] = v
 	}
-	w, err := loadWorkflow(stderr, file)
+	w, err := a.loadWorkflow(stderr, file)
 	if err != nil {
 		return err
 	}
-	if _, err := engine.ResolveVars(w, given, f.preset); err != nil {
-		// Vars missing, unknown or mistyped, or an unknown preset: what
-		// the command line says is wrong.
-		return usageError{fmt.Errorf("%s: %s", file, cliRefusal(err))}
-	}
-	if f.runID != "" && !engine.ValidRunID(f.runID) {
-		return usageError{fmt.Errorf("--run-id %q: use 1 to 64 of a-z, 0-9 and -", f.runID)}
-	}
-	dir := storeDir(f.storeDir)
+	dir := a.storeDir(f.storeDir)
 	prog := &progress{out: stderr}
 	stderr = prog
 	runID := f.runID
@@ -281,19 +286,17 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 			}
 		}
 	}
-	opts, done, err := cliEngineOptions(onEvent, f.sandbox, dir, stderr)
+	opts, err := a.cliEngineOptions(onEvent, f.sandbox, dir, stderr)
 	if err != nil {
 		return err
 	}
-	defer done()
 	// Without prompts, a wait for answers ends the command: the run is
 	// parked in the store, with its deadline, for whoever answers.
 	opts.ParkGates = f.noInteractive
-	o, err := becomeOwner(dir, "iterion run "+file, opts, stderr)
+	o, err := a.becomeOwner(dir, "iterion run "+file, opts, stderr)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
 
 	tty := interactive(in) && !f.noInteractive
 	// One reader owns the terminal: its lines answer async questions while
@@ -301,10 +304,21 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 	var term *terminal
 	if tty {
 		term = newTerminal(in)
-		go term.answerLoop(ctx, o, runID, stderr)
+		go term.answerLoop(ctx, o, runID, a.userName(), stderr)
 	}
-	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: given, Preset: f.preset, Trigger: engine.Trigger{Source: "cli"}, File: file})
-	if err != nil {
+	// The run works in the App's directory.
+	run, err := o.engine.Start(ctx, engine.StartRequest{Workflow: w, RunID: runID, Vars: given, Preset: f.preset, Trigger: engine.Trigger{Source: "cli"}, File: file, WorkDir: a.Dir})
+	var verr *engine.VarsError
+	var preset *engine.PresetError
+	var badID *engine.InvalidRunIDError
+	switch {
+	case errors.As(err, &badID):
+		return usageError{fmt.Errorf("--run-id %q: use 1 to 64 of a-z, 0-9 and -", f.runID)}
+	case errors.As(err, &verr), errors.As(err, &preset):
+		// Vars missing, unknown or mistyped, or an unknown preset: what
+		// the command line says is wrong.
+		return usageError{fmt.Errorf("%s: %s", file, cliRefusal(err))}
+	case err != nil:
 		return errors.New(cliRefusal(err))
 	}
 	for run.Status == engine.StatusPausedWaitingHuman && !f.noInteractive {
@@ -315,13 +329,13 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 			select {
 			case <-resumed:
 			case <-ctx.Done():
-				return report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
+				return a.report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
 			}
 		} else {
 			if !tty {
 				break
 			}
-			err := answerPauseHere(ctx, term, stderr, o, run, w)
+			err := answerPauseHere(ctx, term, stderr, o, run, w, a.userName())
 			if errors.Is(err, errNoAnswer) {
 				fmt.Fprintln(stderr)
 				break // the run stays paused: report says how to answer it
@@ -334,12 +348,13 @@ func runWorkflow(ctx context.Context, in io.Reader, stdout, stderr io.Writer, fi
 			return err
 		}
 	}
-	return report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
+	return a.report(context.WithoutCancel(ctx), stdout, o.db, run, dir, f.asJSON)
 }
 
 // answerPauseHere asks, in the terminal, for the answers of the blocking
-// question the run is paused on, until the engine takes them.
-func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run, w *dsl.Workflow) error {
+// question the run is paused on, until the engine takes them; they are
+// recorded as by, via cli.
+func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owner, run *engine.Run, w *dsl.Workflow, by string) error {
 	for {
 		answers, ixID, err := promptPause(ctx, term, out, o, run, w)
 		if err != nil {
@@ -349,7 +364,7 @@ func answerPauseHere(ctx context.Context, term *terminal, out io.Writer, o *owne
 		for k, v := range answers {
 			fields[k] = v
 		}
-		_, err = o.engine.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ixID, Fields: fields, By: userName(), Via: "cli"})
+		_, err = o.engine.Answer(ctx, engine.AnswerRequest{RunID: run.ID, InteractionID: ixID, Fields: fields, By: by, Via: "cli"})
 		var bad *engine.InvalidAnswerError
 		switch {
 		case errors.As(err, &bad):
@@ -471,8 +486,8 @@ func (t *terminal) readAnswer(ctx context.Context, out io.Writer, prompt string)
 }
 
 // answerLoop answers the oldest pending async question with each line
-// typed while the run goes on.
-func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out io.Writer) {
+// typed while the run goes on, as by, via cli.
+func (t *terminal) answerLoop(ctx context.Context, o *owner, runID, by string, out io.Writer) {
 	for line := range t.lines {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -483,7 +498,7 @@ func (t *terminal) answerLoop(ctx context.Context, o *owner, runID string, out i
 			fmt.Fprintln(out, "  (no open question to answer)")
 			continue
 		}
-		if _, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: pending[0].ID, Text: line, By: userName(), Via: "cli"}); err != nil {
+		if _, err := o.engine.Answer(ctx, engine.AnswerRequest{RunID: runID, InteractionID: pending[0].ID, Text: line, By: by, Via: "cli"}); err != nil {
 			fmt.Fprintf(out, "  answer refused: %v\n", err)
 		}
 	}
@@ -516,10 +531,10 @@ func promptPause(ctx context.Context, term *terminal, out io.Writer, o *owner, r
 
 // report prints the outcome and sets the exit status. It reads the run
 // whatever ctx says: after a Ctrl-C it still tells what the run waits for.
-func report(ctx context.Context, out io.Writer, db *store.DB, run *engine.Run, dir string, asJSON bool) error {
+func (a *App) report(ctx context.Context, out io.Writer, db *store.DB, run *engine.Run, dir string, asJSON bool) error {
 	ctx = context.WithoutCancel(ctx)
 	// This process holds the store and owns the run.
-	v, err := viewRun(ctx, dbReader{db}, run.ID, storeInfo{arg: storeArg(dir), holder: os.Getpid()})
+	v, err := viewRun(ctx, dbReader{db}, run.ID, storeInfo{arg: a.storeArg(dir), holder: os.Getpid()})
 	if err != nil {
 		v = &runView{Run: run}
 	}
@@ -565,7 +580,7 @@ func outcomeJSON(v *runView, dir string) map[string]any {
 	return res
 }
 
-func newResumeCmd() *cobra.Command {
+func (a *App) newResumeCmd() *cobra.Command {
 	var runID, storeFlag, file, answersFile string
 	var answers []string
 	var force, asJSON bool
@@ -582,7 +597,7 @@ func newResumeCmd() *cobra.Command {
 				return err
 			}
 			if answersFile != "" {
-				b, err := os.ReadFile(answersFile)
+				b, err := os.ReadFile(a.path(answersFile))
 				if err != nil {
 					return fmt.Errorf("reading --answers-file: %w", err)
 				}
@@ -599,11 +614,11 @@ func newResumeCmd() *cobra.Command {
 					}
 				}
 			}
-			return resumeRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), runID, storeDir(storeFlag), file, given, force, asJSON)
+			return a.resumeRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), runID, a.storeDir(storeFlag), file, given, force, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&runID, "run-id", "", "the run to continue")
-	cmd.Flags().StringVar(&storeFlag, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.Flags().StringVar(&storeFlag, "store-dir", "", storeDirHelp)
 	cmd.Flags().StringVar(&file, "file", "", "workflow file (default: the one the run started from)")
 	cmd.Flags().StringArrayVar(&answers, "answer", nil, "answer of the paused question: --answer field=value (repeatable)")
 	cmd.Flags().StringVar(&answersFile, "answers-file", "", "JSON object of answers")
@@ -614,18 +629,16 @@ func newResumeCmd() *cobra.Command {
 
 // recoverRuns continues, one after the other, every run still marked
 // running: this process holds the store, so their owner died mid-run.
-func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
+func (a *App) recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) error {
 	prog := &progress{out: stderr}
-	opts, done, err := cliEngineOptions(prog.event, "", dir, stderr)
+	opts, err := a.cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}
-	defer done()
-	o, err := becomeOwner(dir, "iterion runs recover", opts, io.Discard)
+	o, err := a.becomeOwner(dir, "iterion runs recover", opts, io.Discard)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
 	runs, err := o.db.Runs(ctx, engine.RunFilter{Status: engine.StatusRunning})
 	if err != nil {
 		return err
@@ -636,7 +649,7 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 	}
 	failed := false
 	for _, r := range runs {
-		w, err := loadWorkflow(stderr, r.File)
+		w, err := a.loadWorkflow(stderr, r.File)
 		if err != nil {
 			fmt.Fprintf(stdout, "run %s: cannot load its workflow: %v (continue it with iterion resume --run-id %s --file …)\n", r.ID, err, r.ID)
 			failed = true
@@ -648,7 +661,7 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 			failed = true
 			continue
 		}
-		if report(ctx, stdout, o.db, run, dir, false) != nil {
+		if a.report(ctx, stdout, o.db, run, dir, false) != nil {
 			failed = true
 		}
 	}
@@ -658,18 +671,16 @@ func recoverRuns(ctx context.Context, stdout, stderr io.Writer, dir string) erro
 	return nil
 }
 
-func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
+func (a *App) resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file string, answers map[string]string, force, asJSON bool) error {
 	prog := &progress{out: stderr}
-	opts, done, err := cliEngineOptions(prog.event, "", dir, stderr)
+	opts, err := a.cliEngineOptions(prog.event, "", dir, stderr)
 	if err != nil {
 		return err
 	}
-	defer done()
-	o, err := becomeOwner(dir, "iterion resume "+runID, opts, io.Discard)
+	o, err := a.becomeOwner(dir, "iterion resume "+runID, opts, io.Discard)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
 	run, err := o.db.Run(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("run %s: %w (list runs with iterion runs list)", runID, err)
@@ -680,19 +691,20 @@ func resumeRun(ctx context.Context, stdout, stderr io.Writer, runID, dir, file s
 	if file == "" {
 		return usageError{fmt.Errorf("run %s did not record its workflow file: pass --file", runID)}
 	}
-	w, err := loadWorkflow(stderr, file)
+	w, err := a.loadWorkflow(stderr, file)
 	if err != nil {
 		return err
 	}
-	run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: runID, Answers: answers, Force: force, By: userName(), Via: "cli"})
+	run, err = o.engine.Resume(ctx, engine.ResumeRequest{Workflow: w, RunID: runID, Answers: answers, Force: force, By: a.userName(), Via: "cli"})
 	if err != nil {
 		return errors.New(cliRefusal(err))
 	}
-	return report(ctx, stdout, o.db, run, dir, asJSON)
+	return a.report(ctx, stdout, o.db, run, dir, asJSON)
 }
 
-func userName() string {
-	if u := os.Getenv("USER"); u != "" {
+// userName is who a person at the command line answers as: $USER.
+func (a *App) userName() string {
+	if u := a.getenv("USER"); u != "" {
 		return u
 	}
 	return "cli"

@@ -83,33 +83,29 @@ func (ownerAPI) live() bool                 { return true }
 // engine, made when a command needs one, resumes what an answer releases.
 type directAPI struct {
 	*storeAccess
+	app    *App
 	dir    string
 	stderr io.Writer
 	eng    *engine.Engine
-	done   func()
 }
 
+// engine makes the engine over the store, at the first call; the App's
+// Close stops it before the store closes.
 func (a *directAPI) engine() (*engine.Engine, error) {
 	if a.eng != nil {
 		return a.eng, nil
 	}
 	prog := &progress{out: a.stderr}
-	opts, done, err := cliEngineOptions(prog.event, "", a.dir, a.stderr)
+	opts, err := a.app.cliEngineOptions(prog.event, "", a.dir, a.stderr)
 	if err != nil {
 		return nil, err
 	}
 	opts.Store = a.db
 	// A resume this command starts reports its problems here.
 	opts.Logger = slog.New(slog.NewTextHandler(prog, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a.eng, a.done = engine.New(opts), done
+	a.eng = engine.New(opts)
+	a.app.hold(a.eng.Close)
 	return a.eng, nil
-}
-
-func (a *directAPI) close() {
-	if a.eng != nil {
-		a.eng.Close()
-		a.done()
-	}
 }
 
 func (a directAPI) Runs(ctx context.Context, f engine.RunFilter) ([]*engine.Run, error) {
@@ -170,7 +166,7 @@ func (a *directAPI) Cancel(ctx context.Context, id string) (bool, error) {
 	if run.Status.Terminal() || run.Status == engine.StatusFailedResumable {
 		return false, fmt.Errorf("run %s is already %s", id, run.Status)
 	}
-	return e.Stop(ctx, id, "cancelled by "+userName()+" via cli")
+	return e.Stop(ctx, id, "cancelled by "+a.app.userName()+" via cli")
 }
 
 func (a *directAPI) wait(ctx context.Context) error {
@@ -183,19 +179,16 @@ func (a *directAPI) wait(ctx context.Context) error {
 func (*directAPI) live() bool { return false }
 
 // withRuns connects to the store and runs fn.
-func withRuns(cmd *cobra.Command, storeFlag string, fn func(runsAPI) error) error {
-	dir := storeDir(storeFlag)
-	a, err := access(cmd.Context(), dir, nil)
+func (a *App) withRuns(cmd *cobra.Command, storeFlag string, fn func(runsAPI) error) error {
+	dir := a.storeDir(storeFlag)
+	sa, err := a.access(cmd.Context(), dir, nil)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	if a.client != nil {
-		return fn(ownerAPI{a})
+	if sa.client != nil {
+		return fn(ownerAPI{sa})
 	}
-	d := &directAPI{storeAccess: a, dir: dir, stderr: cmd.ErrOrStderr()}
-	defer d.close()
-	return fn(d)
+	return fn(&directAPI{storeAccess: sa, app: a, dir: dir, stderr: cmd.ErrOrStderr()})
 }
 
 // openQuestions are the questions of a run that wait for an answer: async
@@ -239,10 +232,10 @@ func checkStatus(s string) error {
 	return usageError{fmt.Errorf("--status %q: use one of %s", s, strings.Join(names, ", "))}
 }
 
-func newRunsCmd() *cobra.Command {
+func (a *App) newRunsCmd() *cobra.Command {
 	var storeFlag string
 	cmd := &cobra.Command{Use: "runs", Short: "Inspect and act on stored runs"}
-	cmd.PersistentFlags().StringVar(&storeFlag, "store-dir", "", "store directory (default $ITERION_STORE or .iterion)")
+	cmd.PersistentFlags().StringVar(&storeFlag, "store-dir", "", storeDirHelp)
 
 	var status string
 	var limit int
@@ -256,12 +249,12 @@ func newRunsCmd() *cobra.Command {
 			if limit < 1 {
 				return usageError{fmt.Errorf("--limit %d: use a positive number of runs", limit)}
 			}
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				runs, err := a.Runs(cmd.Context(), engine.RunFilter{Status: engine.Status(status), Limit: limit})
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				runs, err := r.Runs(cmd.Context(), engine.RunFilter{Status: engine.Status(status), Limit: limit})
 				if err != nil {
 					return err
 				}
-				return printRuns(cmd.OutOrStdout(), runs, storeOf(storeDir(storeFlag), a), asJSON)
+				return printRuns(cmd.OutOrStdout(), runs, a.storeOf(a.storeDir(storeFlag), r), asJSON)
 			})
 		},
 	}
@@ -280,8 +273,8 @@ open async questions, the latest output of each node (cut after 20 lines) and
 its published artifacts. --json prints the run's record with all of it.`,
 		Args: exactArgs(1, "show needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				v, err := viewRun(cmd.Context(), a, args[0], storeOf(storeDir(storeFlag), a))
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				v, err := viewRun(cmd.Context(), r, args[0], a.storeOf(a.storeDir(storeFlag), r))
 				if err != nil {
 					return explain(err, "run "+args[0])
 				}
@@ -305,8 +298,8 @@ its published artifacts. --json prints the run's record with all of it.`,
 			if version < -1 {
 				return usageError{fmt.Errorf("--version %d: use a version number, 0 for the first", version)}
 			}
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				v, err := viewRun(cmd.Context(), a, args[0], storeOf(storeDir(storeFlag), a))
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				v, err := viewRun(cmd.Context(), r, args[0], a.storeOf(a.storeDir(storeFlag), r))
 				if err != nil {
 					return explain(err, "run "+args[0])
 				}
@@ -334,8 +327,8 @@ its published artifacts. --json prints the run's record with all of it.`,
 	events := &cobra.Command{
 		Use: "events RUN", Short: "Print a run's events as JSON lines", Args: exactArgs(1, "events needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return printEvents(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a, args[0], follow)
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				return printEvents(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), r, args[0], follow)
 			})
 		},
 	}
@@ -363,8 +356,8 @@ each request until the run changes: nothing polls.`,
 			if timeout < 0 {
 				return usageError{fmt.Errorf("--timeout %s: use a duration such as 10m, or 0 to wait as long as it takes", timeout)}
 			}
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return waitRun(cmd.Context(), cmd.OutOrStdout(), a, args[0], want, timeout)
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				return waitRun(cmd.Context(), cmd.OutOrStdout(), r, args[0], want, timeout)
 			})
 		},
 	}
@@ -374,8 +367,8 @@ each request until the run changes: nothing polls.`,
 	questions := &cobra.Command{
 		Use: "questions RUN", Short: "List a run's open questions and forms, with the fields each answer takes (JSON)", Args: exactArgs(1, "questions needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				ixs, err := a.Pending(cmd.Context(), args[0])
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				ixs, err := r.Pending(cmd.Context(), args[0])
 				if err != nil {
 					return explain(err, "run "+args[0])
 				}
@@ -405,8 +398,8 @@ via cli.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), a, args[0], args[1], args[2:])
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				return answerQuestion(cmd.Context(), cmd.OutOrStdout(), r, args[0], args[1], args[2:])
 			})
 		},
 	}
@@ -418,8 +411,8 @@ via cli.`,
 	cancel := &cobra.Command{
 		Use: "cancel RUN", Short: "Cancel a run", Args: exactArgs(1, "cancel needs a run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRuns(cmd, storeFlag, func(a runsAPI) error {
-				ok, err := a.Cancel(cmd.Context(), args[0])
+			return a.withRuns(cmd, storeFlag, func(r runsAPI) error {
+				ok, err := r.Cancel(cmd.Context(), args[0])
 				if err != nil {
 					return explain(err, "run "+args[0])
 				}
@@ -432,7 +425,7 @@ via cli.`,
 			})
 		},
 	}
-	resume := newResumeCmd()
+	resume := a.newResumeCmd()
 	resume.Use = "resume RUN [--answer k=v]…"
 	resume.Args = exactArgs(1, "resume needs a run id")
 	resumeRunE := resume.RunE
@@ -453,10 +446,10 @@ via cli.`,
 		Short: "Continue every run a crashed process left running, from its checkpoint",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), storeDir(storeFlag))
+			return a.recoverRuns(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a.storeDir(storeFlag))
 		},
 	}
-	cmd.AddCommand(list, show, artifact, events, wait, questions, answer, cancel, resume, recoverCmd, newPruneCmd())
+	cmd.AddCommand(list, show, artifact, events, wait, questions, answer, cancel, resume, recoverCmd, a.newPruneCmd())
 	return cmd
 }
 

@@ -112,18 +112,18 @@ type storeInfo struct {
 	holder int
 }
 
-// storeOf says how a reaches the store at dir.
-func storeOf(dir string, a runsAPI) storeInfo {
-	st := storeInfo{arg: storeArg(dir)}
-	if info, ok := readOwner(dir); ok && a.live() {
+// storeOf says how r reaches the store at dir.
+func (a *App) storeOf(dir string, r runsAPI) storeInfo {
+	st := storeInfo{arg: a.storeArg(dir)}
+	if info, ok := readOwner(dir); ok && r.live() {
 		st.holder = info.PID
 	}
 	return st
 }
 
 // storeArg is the --store-dir flag that names dir, "" for the default.
-func storeArg(dir string) string {
-	if dir == storeDir("") {
+func (a *App) storeArg(dir string) string {
+	if dir == a.storeDir("") {
 		return ""
 	}
 	return " --store-dir " + shellWord(dir)

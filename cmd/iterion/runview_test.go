@@ -38,11 +38,13 @@ const agentWorkflow = "agent a:\n  model: \"anthropic/x\"\n  interaction: async\
 // iterion run ends with the output of the run's last node, cut after 20
 // lines with where to read the rest.
 func TestRunEndsWithItsOutput(t *testing.T) {
+	t.Parallel()
 	var long []string
 	for i := 1; i <= 30; i++ {
 		long = append(long, fmt.Sprintf("line %d", i))
 	}
-	useBackend(t, scripted{out: map[string]any{"text": strings.Join(long, "\n"), "words": 60}})
+	c := newCLI(t)
+	c.useBackend(scripted{out: map[string]any{"text": strings.Join(long, "\n"), "words": 60}})
 	st := filepath.Join(t.TempDir(), "st")
 	tests := []struct {
 		name, workflow, want string
@@ -55,9 +57,10 @@ func TestRunEndsWithItsOutput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			st := st + "-" + tc.name
 			tc.want = strings.ReplaceAll(tc.want, "--store-dir "+filepath.Dir(st)+"/st)", "--store-dir "+st+")")
-			code, out, errOut := runCLI(t, "run", writeFile(t, "w.bot", tc.workflow), "--store-dir", st, "--run-id", "r")
+			code, out, errOut := c.run("run", writeFile(t, "w.bot", tc.workflow), "--store-dir", st, "--run-id", "r")
 			if code != exitOK || out != tc.want {
 				t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr:\n%s", code, out, tc.want, errOut)
 			}
@@ -68,6 +71,7 @@ func TestRunEndsWithItsOutput(t *testing.T) {
 // runs show tells where a paused run is and what it waits for, with the
 // form's fields and the outputs so far.
 func TestRunsShowPausedForm(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "release.bot", humanWorkflow)
 	if code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "rel-1", "--no-interactive", "--var", "version=2.0"); code != exitOK {
@@ -105,6 +109,7 @@ func TestRunsShowPausedForm(t *testing.T) {
 // runs artifact prints an artifact a run published; a name or version it
 // lacks is refused with those it has.
 func TestRunsArtifact(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "loop.bot", "compute c:\n  expr:\n    x: \"1 + 1\"\n    note: \"'two words'\"\n  publish: sum\nworkflow w:\n  entry: c\n  c -> done\n")
 	if code, out, errOut := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "a-1"); code != exitOK {
@@ -127,6 +132,7 @@ func TestRunsArtifact(t *testing.T) {
 		{"no name", []string{"a-1"}, exitUsage, "", "artifact needs a run id and an artifact name"},
 	}
 	for _, tc := range tests {
+		// Serial: the cases open the one store in turn.
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, append([]string{"runs", "artifact", "--store-dir", st}, tc.args...)...)
 			if code != tc.wantCode || !strings.Contains(out, tc.wantOut) || !strings.Contains(errOut, tc.wantErr) {
@@ -148,10 +154,12 @@ const hostile = "ok\x1b[2J\x1b]0;pwned\x07\rrun r finished\u202eevil\u009b31m"
 // escaped: in the outcome, the progress, runs show and runs artifact, as
 // text and as JSON (which still decodes to the text itself).
 func TestHostileOutputCannotRewriteTheTerminal(t *testing.T) {
-	useBackend(t, scripted{out: map[string]any{"summary": hostile}, question: "which?" + hostile})
+	t.Parallel()
+	c := newCLI(t)
+	c.useBackend(scripted{out: map[string]any{"summary": hostile}, question: "which?" + hostile})
 	st := filepath.Join(t.TempDir(), "st")
 	wf := writeFile(t, "w.bot", agentWorkflow)
-	code, runOut, runErr := runCLI(t, "run", wf, "--store-dir", st, "--run-id", "r")
+	code, runOut, runErr := c.run("run", wf, "--store-dir", st, "--run-id", "r")
 	if code != exitOK {
 		t.Fatalf("run: exit %d\n%s%s", code, runOut, runErr)
 	}
@@ -165,7 +173,7 @@ func TestHostileOutputCannotRewriteTheTerminal(t *testing.T) {
 		"runs events":        {"runs", "events", "r"},
 		"runs questions":     {"runs", "questions", "r"},
 	} {
-		code, out, errOut := runCLI(t, append(args, "--store-dir", st)...)
+		code, out, errOut := c.run(append(args, "--store-dir", st)...)
 		if code != exitOK {
 			t.Fatalf("%s: exit %d\n%s", name, code, errOut)
 		}
@@ -190,8 +198,11 @@ func TestHostileOutputCannotRewriteTheTerminal(t *testing.T) {
 // runs show says where a run was started: the channel, its place there
 // (the ref the channel gave it) and who started it.
 func TestRunsShowWhereItStarted(t *testing.T) {
+	t.Parallel()
 	st := filepath.Join(t.TempDir(), "st")
-	o, err := becomeOwner(st, "test", engine.Options{}, io.Discard)
+	a := newCLI(t).app(nil, io.Discard, io.Discard)
+	defer a.Close()
+	o, err := a.becomeOwner(st, "test", engine.Options{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +221,7 @@ func TestRunsShowWhereItStarted(t *testing.T) {
 // termLine escapes every control character but tab; termText keeps
 // newlines too; text without them is left alone.
 func TestTermEscape(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, line, text string }{
 		{"plain text, tabs\tand ünïcödé", "plain text, tabs\tand ünïcödé", "plain text, tabs\tand ünïcödé"},
 		{"two\nlines\r\n", `two\nlines\r\n`, "two\nlines\\r\n"},
@@ -286,6 +298,7 @@ func (e events) Pending(context.Context, string) ([]*engine.Interaction, error) 
 // same commit: after the artifact for model and tool nodes, before it for
 // human nodes, a loop's iterations each their own.
 func TestViewArtifactsAreTheirNodesOutputs(t *testing.T) {
+	t.Parallel()
 	var log []engine.Event
 	add := func(typ, node string, data map[string]any) {
 		log = append(log, engine.Event{Seq: int64(len(log) + 1), Type: typ, NodeID: node, Data: data})

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,17 +42,19 @@ type sandboxSettings struct {
 	// "/srv/cache/gomod:/home/iterion/go/pkg/mod:rw".
 	Mounts []string `yaml:"mounts"`
 	// WorkspaceQuotaMB is the most a run's workspace may hold, in MiB,
-	// measured after each node; serve's default is 10240, 0 means none.
+	// measured after each node; serve's default is defaultWorkspaceQuotaMB, 0
+	// means none.
 	WorkspaceQuotaMB int64 `yaml:"workspace_quota_mb"`
 }
 
 // sandboxLimits are the per-process limits of the config file.
 type sandboxLimits struct {
-	// MemoryMB is the memory of a process tree, in MiB (default 4096).
+	// MemoryMB is the memory of a process tree, in MiB. The defaults of
+	// these are nodesandbox.DefaultLimits.
 	MemoryMB int64 `yaml:"memory_mb"`
-	// Processes is the number of processes of a tree (default 512).
+	// Processes is the number of processes of a tree.
 	Processes int `yaml:"processes"`
-	// OpenFiles is the open files of each process (default 4096).
+	// OpenFiles is the open files of each process.
 	OpenFiles int `yaml:"open_files"`
 	// CPUTime is the CPU time of a tree; 0 means none (the node's timeout
 	// bounds its wall time).
@@ -67,14 +68,15 @@ var sandboxDrivers = map[string]bool{"bwrap": true, "docker": true, "host": true
 // the store in storeDir (cli: a command a person runs, not the server): flag (iterion run --sandbox), else
 // ITERION_SANDBOX, else the settings, else bwrap. It logs the choice, and
 // loudly when it is the host or the driver cannot run here: runs are then
-// refused, each with the fix, while the server goes on serving.
-func newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.Logger) (*nodesandbox.Sandboxes, error) {
+// refused, each with the fix, while the server goes on serving. The App's
+// Close releases the sandboxes.
+func (a *App) newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.Logger) (*nodesandbox.Sandboxes, error) {
 	if cli {
 		// A person running their own workflow (iterion run): it may ask for
 		// the host, the network and any image.
 		s.AllowHost, s.AllowNetwork = true, true
 	}
-	driver := cmp.Or(flag, os.Getenv("ITERION_SANDBOX"), s.Driver, "bwrap")
+	driver := cmp.Or(flag, a.getenv("ITERION_SANDBOX"), s.Driver, defaultSandboxDriver)
 	if !sandboxDrivers[driver] {
 		return nil, fmt.Errorf("unknown sandbox %q (from --sandbox, ITERION_SANDBOX or sandbox.driver): use bwrap (the default), docker or host", driver)
 	}
@@ -86,7 +88,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.
 	// a sandbox, even when the workspace holds them (iterion run in the
 	// directory of its .iterion store).
 	hide := []string{storeDir}
-	if ep, err := api.LocalEndpoint(storeDir, localOptions()); err == nil {
+	if ep, err := api.LocalEndpoint(storeDir, a.localOptions()); err == nil {
 		hide = append(hide, ep.Dir)
 	}
 	mounts, err := parseMounts(s.Mounts)
@@ -102,6 +104,7 @@ func newSandboxes(s sandboxSettings, flag, storeDir string, cli bool, log *slog.
 	if err != nil {
 		return nil, err
 	}
+	a.hold(func() { _ = sb.Close() })
 	d := sb.Default()
 	switch err := d.Available(); {
 	case err != nil:

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,17 +18,18 @@ import (
 // the project, but the store and the local API's directory are not there
 // for them, and nothing of them can be read or written.
 func TestRunHidesTheStoreInTheWorkspace(t *testing.T) {
+	t.Parallel()
 	project := t.TempDir()
-	t.Chdir(project)
-	t.Setenv("ITERION_RUNTIME_DIR", filepath.Join(project, "runtime"))
-	t.Setenv("ITERION_STORE", "")
+	c := newCLI(t)
+	c.dir = project
+	c.setenv("ITERION_RUNTIME_DIR", filepath.Join(project, "runtime"))
 	wf := writeFile(t, "look.bot", `tool look:
   command: "{ ls -A .iterion | wc -l; ls -A runtime | wc -l; cat .iterion/owner.json || echo no-owner; (echo x > .iterion/planted) 2>/dev/null || echo refused; echo hi > mine.txt; } > seen.txt 2>&1"
 workflow w:
   entry: look
   look -> done
 `)
-	code, out, errOut := runCLI(t, "run", wf, "--no-interactive")
+	code, out, errOut := c.run("run", wf, "--no-interactive")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -48,6 +51,7 @@ workflow w:
 }
 
 func TestParseMounts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		items   []string
@@ -62,6 +66,7 @@ func TestParseMounts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := parseMounts(tc.items)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -81,21 +86,24 @@ func TestParseMounts(t *testing.T) {
 
 // Without bubblewrap, iterion run refuses the run before its first node,
 // with the command that installs it and how to choose another driver;
-// nothing runs on the host instead.
+// nothing runs on the host instead. The command runs in a child process:
+// its PATH (no bwrap, nor anything else) is read by exec.LookPath, which
+// only the process's environment reaches.
 func TestRunWithoutBubblewrap(t *testing.T) {
+	t.Parallel()
 	project := t.TempDir()
-	t.Chdir(project)
-	t.Setenv("ITERION_STORE", "")
-	t.Setenv("ITERION_SANDBOX", "")
-	t.Setenv("PATH", t.TempDir()) // no bwrap, nor anything else
 	wf := writeFile(t, "touch.bot", "tool t:\n  command: \"echo ran > ran.txt\"\nworkflow w:\n  entry: t\n  t -> done\n")
-	code, out, errOut := runCLI(t, "run", wf, "--no-interactive")
-	if code != exitError {
-		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitError, out, errOut)
+	cmd := child(t, "", "run", wf, "--no-interactive")
+	cmd.Dir = project
+	cmd.Env = append(cmd.Env, "ITERION_STORE=", "ITERION_SANDBOX=", "PATH="+t.TempDir())
+	b, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitError {
+		t.Fatalf("exit %v, want %d\n%s", err, exitError, b)
 	}
 	for _, want := range []string{"bubblewrap is not installed: apt-get install -y bubblewrap", "iterion run --sandbox, ITERION_SANDBOX or sandbox.driver"} {
-		if !strings.Contains(out+errOut, want) {
-			t.Errorf("output lacks %q:\n%s\n%s", want, out, errOut)
+		if !strings.Contains(string(b), want) {
+			t.Errorf("output lacks %q:\n%s", want, b)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(project, "ran.txt")); err == nil {

@@ -5,30 +5,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/bot/api"
+	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
 
-func newServeCmd() *cobra.Command {
+func (a *App) newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve iterion: own the store, run workflows, answer questions over REST",
-		Long: `Serve owns the store directory and runs until interrupted. It serves:
+		Long: fmt.Sprintf(`Serve owns the store directory and runs until interrupted. It serves:
 
   /healthz, /readyz                     liveness and readiness
   /metrics                              Prometheus metrics: runs by status, pending deliveries,
@@ -36,7 +36,7 @@ func newServeCmd() *cobra.Command {
   /api/…                                the run and question API, when $ITERION_API_TOKEN
                                         is set (requests carry Authorization: Bearer <token>;
                                         answers are recorded as $ITERION_API_TOKEN_NAME, default
-                                        "api", via api); POST /api/runs {"file_path", "vars",
+                                        %q, via api); POST /api/runs {"file_path", "vars",
                                         "run_id"} starts a run
   POST /webhooks/github                 the GitHub App's webhooks, when an App id is set
                                         ($ITERION_GITHUB_APP_ID or github.app_id)
@@ -46,62 +46,63 @@ unix socket in a private directory ($ITERION_RUNTIME_DIR, else $XDG_RUNTIME_DIR/
 ~/.cache/iterion/run), each request carrying the token in the 0600 file beside it; answers there
 are recorded as the caller's OS user via cli. Runs a previous process left interrupted continue from their
 checkpoints at start. On SIGINT or SIGTERM it stops accepting requests and gives the runs in
-flight shutdown_grace (30s by default); the ones still running then continue at the next start.
+flight shutdown_grace (%s by default); the ones still running then continue at the next start.
 
 Settings come from a YAML file (--config, else $ITERION_CONFIG; see docs/serve.md), environment
 variables and flags. For each setting a flag wins over its environment variable, which wins
 over the file, which wins over the default:
 
-  listen address     --addr, $ITERION_ADDR, addr (default :8080)
-  store directory    --store-dir, $ITERION_STORE, store (default .iterion)
+  listen address     --addr, $ITERION_ADDR, addr (default %s)
+  store directory    --store-dir, $ITERION_STORE, store (default %s)
   GitHub App id      $ITERION_GITHUB_APP_ID, github.app_id
   GitHub REST base   $ITERION_GITHUB_API_URL, github.api_url (default github.com's)
-  git clone base     $ITERION_GITHUB_URL, github.git_url (default https://github.com)
+  git clone base     $ITERION_GITHUB_URL, github.git_url (default %s)
   App private key    $ITERION_GITHUB_PRIVATE_KEY (PEM text, or a file path), github.private_key_file
 
 The file alone sets log.level (debug, info, warn, error), log.format (text, json),
-shutdown_grace, github.workers (default 4) and github.keep_workspaces (168h). Secrets come only
+shutdown_grace, github.workers (default %d) and github.keep_workspaces (%s). Secrets come only
 from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
 $ITERION_API_TOKEN; a file holding one is refused. The values of those, of the model keys and
 of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
 leaves a run: comments, check runs, events, API answers and the log. Relative paths in the file
 are relative to its directory. A file with mistakes is reported, each at its line with what to
 write instead, and nothing starts.`,
+			defaultAPITokenName, durationText(defaultShutdownGrace), defaultAddr, defaultStoreDir, ghbot.DefaultGitURL,
+			ghbot.DefaultWorkers, durationText(ghbot.DefaultKeepWorkspaces)),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := serveSettings(f)
+			cfg, err := a.serveSettings(f)
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
+			return a.serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", "", "YAML config file (default $ITERION_CONFIG; none: the defaults)")
-	cmd.Flags().StringVar(&f.addr, "addr", "", "listen address (default $ITERION_ADDR, the file's addr, or :8080)")
-	cmd.Flags().StringVar(&f.store, "store-dir", "", "store directory (default $ITERION_STORE, the file's store, or .iterion)")
+	cmd.Flags().StringVar(&f.addr, "addr", "", "listen address (default $ITERION_ADDR, the file's addr, or "+defaultAddr+")")
+	cmd.Flags().StringVar(&f.store, "store-dir", "", "store directory (default $ITERION_STORE, the file's store, or "+defaultStoreDir+")")
 	return cmd
 }
 
 // serve runs the server with cfg, from serveSettings, until ctx ends.
-func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error {
-	addr, dir := cfg.Addr, cfg.Store
+func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error {
+	addr, dir := cfg.Addr, a.path(cfg.Store)
 	log := newServeLogger(stderr, cfg.Log)
 	// Secrets are scrubbed from everything that leaves a run, logs too.
-	redact := serveRedactor(cfg, log)
+	redact := a.serveRedactor(cfg, log)
 	log = slog.New(engine.RedactingHandler(log.Handler(), redact))
-	ghCfg, withGitHub, err := githubSettings(cfg.GitHub, cfg.file)
+	ghCfg, withGitHub, err := a.githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
 		return err
 	}
 	if cfg.file != "" {
 		log.Debug("config file read", "file", cfg.file)
 	}
-	sb, err := newSandboxes(cfg.Sandbox, "", dir, false, log)
+	sb, err := a.newSandboxes(cfg.Sandbox, "", dir, false, log)
 	if err != nil {
 		return err
 	}
-	defer sb.Close()
-	opts, err := engineOptions(nil, sb, cfg.Sandbox.MaxParallelBranches)
+	opts, err := a.engineOptions(nil, sb, cfg.Sandbox.MaxParallelBranches)
 	if err != nil {
 		return err
 	}
@@ -110,28 +111,27 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	opts.Redactor = redact
 	ghCfg.redact = redact
 
-	o, err := openOwner(dir, "iterion serve", io.Discard)
+	o, err := a.openOwner(dir, "iterion serve", io.Discard)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
 	// A store opened read-only (its disk nearly full) would refuse every
 	// run and delivery: say so now rather than fail each request.
 	if err := o.db.ReadOnly(); err != nil {
 		return fmt.Errorf("serve needs to write to its store: %w", err)
 	}
-	// A run that recorded no workspace gets its own empty one: never the
-	// server's directory.
+	// A run launched or continued without a workspace gets its own empty
+	// one: never the server's directory.
 	opts.WorkDir = func(r *engine.Run) (string, error) { return prepareWorkDir(o, r.ID) }
-	var gh *githubApp
+	var gh *ghbot.Service
 	if withGitHub {
-		if gh, err = newGitHubApp(ctx, ghCfg, o, log); err != nil {
+		if gh, err = a.newGitHubService(ctx, ghCfg, o, log); err != nil {
 			return err
 		}
 	}
 	opts.OnEvent = func(ev engine.Event) {
 		if gh != nil {
-			gh.onEvent(ev)
+			gh.OnEvent(ev)
 		}
 		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
 			removeEndedWorkspace(o, ev.RunID, log)
@@ -139,7 +139,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	}
 	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
 		c, _ := api.CallerFrom(ctx)
-		return launchRun(ctx, o, req, c.Name)
+		return a.launchRun(ctx, o, req, c.Name)
 	}
 	if err := o.start(opts, launch); err != nil {
 		return err
@@ -149,21 +149,21 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if _, err := o.engine.Recover(ctx); err != nil {
 		log.Error("recovering the runs of the previous process failed", "err", err)
 	}
-	// Workspaces of runs stopped long ago go, GitHub's and the API's alike;
-	// waited for before the store closes.
-	var sweeping sync.WaitGroup
-	defer sweeping.Wait()
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep() // runs first: serve may return early, on an error
-	sweeping.Go(func() {
-		sweepWorkspaces(sweepCtx, o, cmp.Or(cfg.GitHub.KeepWorkspaces, 7*24*time.Hour), cfg.Retention, log)
-	})
+	// Everything started here stops with bg, and is waited for before the
+	// store closes (App.Close); bg ends with ctx, or first when serve
+	// returns early, on an error.
+	bg, stopBG := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stopBG()
+	// The workspaces serve collects, and the runs past the retention.
+	background.Go(func() { sweep(bg, o, ghCfg.keepWorkspaces, cfg.Retention, log) })
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	var channelMetrics []prometheus.Collector
 	if gh != nil {
-		channelMetrics = append(channelMetrics, gh.app.Installations().Collector())
+		channelMetrics = append(channelMetrics, gh.Collector())
 	}
 	mux.Handle("GET /metrics", metricsHandler(o.db, log, channelMetrics...))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -174,16 +174,19 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	if gh != nil {
-		// The worker stops with ctx, before the store closes.
-		workerDone := gh.serve(ctx, o, mux)
-		defer func() { <-workerDone }()
+		mux.Handle("POST /webhooks/github", gh)
+		background.Go(func() { gh.Run(bg, o.engine) })
+		select { // webhooks are taken in after: see Service.Started
+		case <-gh.Started():
+		case <-ctx.Done():
+		}
 		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
 	} else {
 		log.Info("GitHub App off: set ITERION_GITHUB_APP_ID (or github.app_id), the webhook secret and the private key to serve it")
 	}
-	if token := os.Getenv("ITERION_API_TOKEN"); token != "" {
+	if token := a.getenv("ITERION_API_TOKEN"); token != "" {
 		// Answers and launches through this token are recorded as its name.
-		name := cmp.Or(strings.TrimSpace(os.Getenv("ITERION_API_TOKEN_NAME")), "api")
+		name := cmp.Or(strings.TrimSpace(a.getenv("ITERION_API_TOKEN_NAME")), defaultAPITokenName)
 		mux.Handle("/api/", api.RequireToken(token, name, o.apiHandler))
 		log.Info("the REST API is served on "+addr+" for requests with the token, and on the unix socket", "token_name", name)
 	} else {
@@ -193,12 +196,13 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	// No client holds a connection for long: headers in 10 s, a request in
-	// 30 s (a webhook's body has its own deadline), an answer in 90 s (a
-	// REST long-poll waits up to api.MaxWait), idle keep-alives 2 minutes.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	// No client holds a connection for long: headers in readHeaderTimeout,
+	// a request in 30 s (a webhook's body has its own deadline), an answer
+	// in 90 s (a REST long-poll waits up to api.MaxWait), idle keep-alives
+	// 2 minutes.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: api.MaxWait + 30*time.Second, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), dir)
+	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), cfg.Store)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -219,16 +223,17 @@ func serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConfig) error
 }
 
 // launchRun compiles a workflow file of the server's directory and
-// launches it in a workspace of its own, recording actor (the API's
-// authenticated caller) as who started it. What the caller can fix is a
-// *api.BadRequestError saying what.
-func launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor string) (*engine.Run, error) {
+// launches it through the engine, in a workspace of its own, recording
+// actor (the API's authenticated caller) as who started it. The engine's
+// refusals, and what is wrong with the request itself, are
+// *api.BadRequestError saying what to fix.
+func (a *App) launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor string) (*engine.Run, error) {
 	bad := func(format string, args ...any) error { return &api.BadRequestError{Err: fmt.Errorf(format, args...)} }
 	path := filepath.Clean(req.FilePath)
 	if filepath.IsAbs(path) || strings.HasPrefix(path, "..") {
 		return nil, bad("file_path %q must be relative to the server's directory", req.FilePath)
 	}
-	src, err := readWorkflow(path)
+	src, err := a.readWorkflow(path)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -236,31 +241,23 @@ func launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor strin
 	if ds.HasErrors() {
 		return nil, bad("%s has errors:\n%s", path, dsl.RenderString(ds, map[string][]byte{path: src}))
 	}
-	id := req.RunID
-	if id == "" {
-		id = engine.NewRunID(time.Now())
-	} else if !engine.ValidRunID(id) {
-		return nil, bad("run_id %q: use 1 to 64 of a-z, 0-9 and -", id)
-	}
-	// Checked before its workspace is made; Launch checks again.
-	if _, err := engine.ResolveVars(w, req.Vars, req.Preset); err != nil {
+	// No WorkDir: the engine makes the run's own (Options.WorkDir) once
+	// the launch is valid.
+	run, err := o.engine.Launch(ctx, engine.StartRequest{Workflow: w, RunID: req.RunID, Vars: req.Vars, Preset: req.Preset,
+		Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path})
+	var badID *engine.InvalidRunIDError
+	var verr *engine.VarsError
+	var preset *engine.PresetError
+	var pre *engine.PreflightError
+	switch {
+	case errors.As(err, &badID):
+		return nil, bad("run_id %q: use 1 to 64 of a-z, 0-9 and -", req.RunID)
+	case errors.As(err, &verr), errors.As(err, &preset):
 		return nil, bad("%s: %v", path, err)
-	}
-	if err := o.engine.Preflight(w); err != nil {
+	case errors.As(err, &pre):
 		return nil, bad("%s cannot run on this server: %v", path, err)
-	}
-	if _, err := o.db.Run(ctx, id); err == nil {
-		return nil, bad("run %s already exists", id)
-	}
-	// Its own empty workspace: never the server's directory.
-	dir, err := prepareWorkDir(o, id)
-	if err != nil {
-		return nil, err
-	}
-	run, err := o.engine.Launch(ctx, engine.StartRequest{Workflow: w, RunID: id, Vars: req.Vars, Preset: req.Preset,
-		Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path, WorkDir: dir})
-	if errors.Is(err, engine.ErrRunExists) {
-		return nil, bad("run %s already exists", id)
+	case errors.Is(err, engine.ErrRunExists):
+		return nil, bad("run %s already exists", req.RunID)
 	}
 	return run, err
 }

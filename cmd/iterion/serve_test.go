@@ -18,10 +18,12 @@ import (
 )
 
 func TestServe(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	dir := t.TempDir()
-	t.Chdir(dir)
-	t.Setenv("ITERION_API_TOKEN", "tok")
-	t.Setenv("ITERION_API_TOKEN_NAME", "deploy-bot")
+	c.dir = dir
+	c.setenv("ITERION_API_TOKEN", "tok")
+	c.setenv("ITERION_API_TOKEN_NAME", "deploy-bot")
 	writeAt := func(name, content string) {
 		t.Helper()
 		if err := writeFileAt(filepath.Join(dir, name), content); err != nil {
@@ -30,8 +32,8 @@ func TestServe(t *testing.T) {
 	}
 	writeAt("w.bot", "vars:\n  n: int\ncompute c:\n  expr:\n    x: \"vars.n + 1\"\nworkflow w:\n  entry: c\n  c -> done\n")
 	writeAt("m.bot", "schema out:\n  text: string\nagent a:\n  model: \"anthropic/claude-x\"\n  output: out\nworkflow m:\n  entry: a\n  a -> done\n")
-	t.Setenv("ANTHROPIC_API_KEY", "")
-	base, stop := startServe(t)
+	c.setenv("ANTHROPIC_API_KEY", "")
+	base, stop := startServe(t, c)
 
 	call := func(method, path, token, body string) (int, map[string]any) {
 		t.Helper()
@@ -80,7 +82,7 @@ func TestServe(t *testing.T) {
 		t.Errorf("run api-1 worked in %v, want its own directory under the store's workspaces/", run["work_dir"])
 	}
 	// Other commands reach the server on its socket, with its token.
-	if code, out, errOut := runCLI(t, "runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
+	if code, out, errOut := c.run("runs", "list", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "api-1") {
 		t.Errorf("runs list through the socket: exit %d\n%s%s", code, out, errOut)
 	}
 	resp, err := http.Get(base + "/metrics")
@@ -103,26 +105,28 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeRefusesAppWithoutSecret(t *testing.T) {
-	t.Setenv("ITERION_GITHUB_APP_ID", "123")
-	t.Setenv("ITERION_GITHUB_WEBHOOK_SECRET", "")
-	code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
+	t.Parallel()
+	c := newCLI(t)
+	c.setenv("ITERION_GITHUB_APP_ID", "123")
+	c.setenv("ITERION_GITHUB_WEBHOOK_SECRET", "")
+	code, _, errOut := c.run("serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
 	if code != exitError || !strings.Contains(errOut, "ITERION_GITHUB_WEBHOOK_SECRET") {
 		t.Errorf("exit %d, %s", code, errOut)
 	}
-	t.Setenv("ITERION_GITHUB_WEBHOOK_SECRET", "s")
+	c.setenv("ITERION_GITHUB_WEBHOOK_SECRET", "s")
 	for value, want := range map[string]string{
 		"":                                "ITERION_GITHUB_PRIVATE_KEY is not set",
 		"/nonexistent/app.pem":            "ITERION_GITHUB_PRIVATE_KEY names a file that cannot be read",
 		"-----BEGIN RSA PRIVATE KEY-----": "ITERION_GITHUB_PRIVATE_KEY",
 	} {
-		t.Setenv("ITERION_GITHUB_PRIVATE_KEY", value)
-		code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
+		c.setenv("ITERION_GITHUB_PRIVATE_KEY", value)
+		code, _, errOut := c.run("serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
 		if code != exitError || !strings.Contains(errOut, want) {
 			t.Errorf("key %q: exit %d, %s; want %q", value, code, errOut, want)
 		}
 	}
-	t.Setenv("ITERION_GITHUB_APP_ID", "my-app")
-	if code, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitError || !strings.Contains(errOut, "numeric id") {
+	c.setenv("ITERION_GITHUB_APP_ID", "my-app")
+	if code, _, errOut := c.run("serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitError || !strings.Contains(errOut, "numeric id") {
 		t.Errorf("non-numeric app id: exit %d, %s", code, errOut)
 	}
 }
@@ -135,13 +139,15 @@ func writeFileAt(path, content string) error {
 // answered through REST and through iterion runs answer; either way the
 // server resumes the run, which finishes.
 func TestServeHumanForms(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	dir := t.TempDir()
-	t.Chdir(dir)
-	t.Setenv("ITERION_API_TOKEN", "tok")
+	c.dir = dir
+	c.setenv("ITERION_API_TOKEN", "tok")
 	if err := writeFileAt(filepath.Join(dir, "h.bot"), humanWorkflow); err != nil {
 		t.Fatal(err)
 	}
-	base, stop := startServe(t)
+	base, stop := startServe(t, c)
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
 		return apiCall(t, base, method, path, "tok", body)
@@ -177,15 +183,15 @@ func TestServeHumanForms(t *testing.T) {
 	}
 	waitFor("form-rest", engine.StatusFinished)
 
-	if code, out, errOut := runCLI(t, "runs", "questions", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, `"name": "approved"`) {
+	if code, out, errOut := c.run("runs", "questions", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, `"name": "approved"`) {
 		t.Errorf("runs questions: exit %d\n%s%s", code, out, errOut)
 	}
-	code, stdout, errOut := runCLI(t, "runs", "answer", "form-cli", "form-cli_approve", "approved=yes", "reason=ok", "--store-dir", "st")
+	code, stdout, errOut := c.run("runs", "answer", "form-cli", "form-cli_approve", "approved=yes", "reason=ok", "--store-dir", "st")
 	if code != exitOK || !strings.Contains(stdout, "run form-cli continues in the store's owner") {
 		t.Fatalf("runs answer: exit %d\n%s%s", code, stdout, errOut)
 	}
 	waitFor("form-cli", engine.StatusFinished)
-	if code, out, _ := runCLI(t, "runs", "cancel", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "already over") {
+	if code, out, _ := c.run("runs", "cancel", "form-cli", "--store-dir", "st"); code != exitOK || !strings.Contains(out, "already over") {
 		t.Errorf("cancel of a finished run: exit %d %s", code, out)
 	}
 	if code := stop(); code != exitOK {
@@ -193,16 +199,16 @@ func TestServeHumanForms(t *testing.T) {
 	}
 }
 
-// startServe runs iterion serve in this process, on a free loopback port
-// with the store st of the current directory, and returns its base URL
-// and the stop that ends it and returns its exit status.
-func startServe(t *testing.T) (base string, stop func() int) {
+// startServe runs iterion serve in this process, a command of c, on a
+// free loopback port with the store st of c's directory, and returns its
+// base URL and the stop that ends it and returns its exit status.
+func startServe(t *testing.T, c *testCLI) (base string, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store-dir", "st"}, pw, io.Discard)
+		code := c.exec(ctx, nil, pw, io.Discard, "serve", "--addr", "127.0.0.1:0", "--store-dir", "st")
 		pw.Close()
 		done <- code
 	}()

@@ -17,6 +17,7 @@ func (p promptSeen) Write(b []byte) (int, error) {
 // The terminal's single reader hands lines to the async answer loop, and
 // to the pause prompt while one is open.
 func TestTerminalDispatch(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	term := newTerminal(pr)
 	go func() {
@@ -47,6 +48,7 @@ func TestTerminalDispatch(t *testing.T) {
 
 // Ctrl-C (the command's context ending) ends a prompt that waits for a line.
 func TestTerminalPromptEndsWithTheContext(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	term := newTerminal(pr)

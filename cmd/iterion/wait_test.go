@@ -80,6 +80,7 @@ func (f *fakeRuns) live() bool { return f.owner }
 // status line it ended on. In a synctest bubble the run's changes and the
 // timeout come on the fake clock.
 func TestWaitRun(t *testing.T) {
+	t.Parallel()
 	failed := engine.Run{Status: engine.StatusFailed, FailureCode: "EXECUTION_FAILED", Error: "boom"}
 	tests := []struct {
 		name    string
@@ -142,24 +143,26 @@ func TestWaitRun(t *testing.T) {
 // the run's changes; once serve is gone they answer from the store, where
 // nothing changes the run. Usage errors exit 2.
 func TestRunsWaitAndFollow(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
 	dir := t.TempDir()
-	t.Chdir(dir)
-	t.Setenv("ITERION_API_TOKEN", "tok")
+	c.dir = dir
+	c.setenv("ITERION_API_TOKEN", "tok")
 	if err := writeFileAt(filepath.Join(dir, "h.bot"), humanWorkflow); err != nil {
 		t.Fatal(err)
 	}
-	base, stop := startServe(t)
+	base, stop := startServe(t, c)
 	for _, id := range []string{"w1", "w2"} {
 		if code, out := apiCall(t, base, "POST", "/api/runs", "tok", `{"file_path": "h.bot", "run_id": "`+id+`"}`); code != http.StatusCreated {
 			t.Fatalf("launch %s = %d %v", id, code, out)
 		}
 	}
 	// By default it waits for the run to stop or pause.
-	if code, out, errOut := runCLI(t, "runs", "wait", "w1", "--timeout", "1m", "--store-dir", "st"); code != exitOK || out != "run w1 is paused_waiting_human\n" {
+	if code, out, errOut := c.run("runs", "wait", "w1", "--timeout", "1m", "--store-dir", "st"); code != exitOK || out != "run w1 is paused_waiting_human\n" {
 		t.Fatalf("runs wait: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, args := range [][]string{{"w1", "--until", "done"}, {"w1", "--timeout", "-1s"}, {}} {
-		code, _, errOut := runCLI(t, append([]string{"runs", "wait", "--store-dir", "st"}, args...)...)
+		code, _, errOut := c.run(append([]string{"runs", "wait", "--store-dir", "st"}, args...)...)
 		if code != exitUsage {
 			t.Errorf("runs wait %v: exit %d, want 2\n%s", args, code, errOut)
 		}
@@ -173,7 +176,7 @@ func TestRunsWaitAndFollow(t *testing.T) {
 	pr, pw := io.Pipe()
 	followed := make(chan int, 1)
 	go func() {
-		code := run(context.Background(), []string{"runs", "events", "w1", "--follow", "--store-dir", "st"}, pw, io.Discard)
+		code := c.exec(context.Background(), nil, pw, io.Discard, "runs", "events", "w1", "--follow", "--store-dir", "st")
 		pw.Close()
 		followed <- code
 	}()
@@ -211,7 +214,7 @@ func TestRunsWaitAndFollow(t *testing.T) {
 	if code := <-followed; code != exitOK || !strings.Contains(last, `"type":"run_finished"`) {
 		t.Errorf("runs events --follow: exit %d, last line %s; want it to end with run_finished", code, last)
 	}
-	if code, out, errOut := runCLI(t, "runs", "wait", "w1", "--until", "paused", "--store-dir", "st"); code != exitError || out != "run w1 is finished\n" || !strings.Contains(errOut, "run w1 ended finished, not paused") {
+	if code, out, errOut := c.run("runs", "wait", "w1", "--until", "paused", "--store-dir", "st"); code != exitError || out != "run w1 is finished\n" || !strings.Contains(errOut, "run w1 ended finished, not paused") {
 		t.Errorf("runs wait --until paused of a finished run: exit %d\n%s%s", code, out, errOut)
 	}
 	if code := stop(); code != exitOK {
@@ -219,10 +222,10 @@ func TestRunsWaitAndFollow(t *testing.T) {
 	}
 
 	// Without an owner, the store answers.
-	if code, out, errOut := runCLI(t, "runs", "wait", "w1", "--until", "finished", "--store-dir", "st"); code != exitOK || out != "run w1 is finished\n" {
+	if code, out, errOut := c.run("runs", "wait", "w1", "--until", "finished", "--store-dir", "st"); code != exitOK || out != "run w1 is finished\n" {
 		t.Errorf("runs wait without an owner: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, out, errOut := runCLI(t, "runs", "wait", "w2", "--until", "finished", "--store-dir", "st"); code != exitError || out != "run w2 is paused_waiting_human\n" || !strings.Contains(errOut, "nothing changes it") {
+	if code, out, errOut := c.run("runs", "wait", "w2", "--until", "finished", "--store-dir", "st"); code != exitError || out != "run w2 is paused_waiting_human\n" || !strings.Contains(errOut, "nothing changes it") {
 		t.Errorf("runs wait of a paused run without an owner: exit %d\n%s%s", code, out, errOut)
 	}
 	done := make(chan struct{})
@@ -230,7 +233,7 @@ func TestRunsWaitAndFollow(t *testing.T) {
 	var out, errOut string
 	go func() {
 		defer close(done)
-		code, out, errOut = runCLI(t, "runs", "events", "w2", "--follow", "--store-dir", "st")
+		code, out, errOut = c.run("runs", "events", "w2", "--follow", "--store-dir", "st")
 	}()
 	select {
 	case <-done:
