@@ -51,6 +51,8 @@ const (
 	// sweepEvery is how often serve looks for runs past the retention and
 	// workspaces kept too long.
 	sweepEvery = time.Hour
+	// defaultWaitTimeout is how long iterion runs wait waits.
+	defaultWaitTimeout = 10 * time.Minute
 	// readHeaderTimeout bounds the request headers of serve's HTTP server
 	// and fake-model's.
 	readHeaderTimeout = 10 * time.Second

@@ -337,7 +337,7 @@ its published artifacts. --json prints the run's record with all of it.`,
 	var until string
 	var timeout time.Duration
 	wait := &cobra.Command{
-		Use:   "wait RUN [--until STATE] [--timeout 10m]",
+		Use:   "wait RUN [--until STATE] [--timeout " + durationText(defaultWaitTimeout) + "]",
 		Short: "Wait until a run stops or pauses (or reaches --until), and print its status",
 		Long: `Wait blocks until the run stops (finished, failed, failed_resumable or
 cancelled) or pauses, or, with --until, reaches that state, then prints its status
@@ -362,7 +362,7 @@ each request until the run changes: nothing polls.`,
 		},
 	}
 	wait.Flags().StringVar(&until, "until", "", "the state to wait for: "+untilNames()+" (default: the run stops or pauses)")
-	wait.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
+	wait.Flags().DurationVar(&timeout, "timeout", defaultWaitTimeout, "give up after this long (0: no limit)")
 
 	questions := &cobra.Command{
 		Use: "questions RUN", Short: "List a run's open questions and forms, with the fields each answer takes (JSON)", Args: exactArgs(1, "questions needs a run id"),
