@@ -172,7 +172,7 @@ func (h *Handler) act(ctx context.Context, id string, t Trigger) error {
 	cfg, _, err := FetchConfig(ctx, client, t.Owner, t.Repo, t.DefaultBranch)
 	var cfgErrs repoconfig.Errors
 	if errors.As(err, &cfgErrs) {
-		return h.reply(ctx, id, t, fmt.Sprintf("I cannot act on this: the repository's %s on `%s` has mistakes.\n\n```\n%s\n```", repoconfig.FileName, t.DefaultBranch, err))
+		return h.reply(ctx, id, t, fmt.Sprintf("I cannot act on this: the repository's %s on `%s` has mistakes.\n\n```\n%s\n```", repoconfig.FileName, inert(t.DefaultBranch), unfenced(err.Error())))
 	}
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func (h *Handler) pullRequest(ctx context.Context, id string, t Trigger, cfg *re
 	}
 	if t.Fork {
 		_, err := h.Replies.Post(ctx, t.InstallationID, t.Owner, t.Repo, t.PR, "fork-"+t.HeadSHA,
-			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", name, shortSHA(t.HeadSHA), name, ApproveVar, t.HeadSHA))
+			fmt.Sprintf("This pull request comes from a fork, so workflow `%s` does not start by itself. A maintainer who has read the change at %s can start it with `/iterion run %s %s=%s`.", inert(name), inert(shortSHA(t.HeadSHA)), inert(name), ApproveVar, inert(t.HeadSHA)))
 		return err
 	}
 	text, err := h.start(ctx, t, cfg, Launch{
@@ -281,9 +281,10 @@ func (h *Handler) reply(ctx context.Context, id string, t Trigger, text string) 
 }
 
 func problemText(p Problem) string {
-	text := fmt.Sprintf("line %d: %s.", p.Line, Disarm(p.Message))
+	// Both echo what the commenter wrote.
+	text := fmt.Sprintf("line %d: %s.", p.Line, plain(p.Message, 300))
 	if p.Suggestion != "" {
-		text += fmt.Sprintf(" Did you mean `%s`?", p.Suggestion)
+		text += fmt.Sprintf(" Did you mean `%s`?", inert(p.Suggestion))
 	}
 	if p.Help {
 		text += "\n\n" + HelpText
@@ -422,8 +423,8 @@ func (h *Handler) quoteReply(ctx context.Context, t Trigger, cfg *repoconfig.Con
 		return "", err
 	}
 	if ix != nil && ix.Pending() && !QuotesQuestion(r.Quoted, questionText(ix)) {
-		return fmt.Sprintf("your comment quotes a %s that is not iterion's question %s (%q), so nothing was recorded. Quote the bot's question comment, or answer with `/iterion answer %s <your answer>`.",
-			"\"Question "+qid+"\"", qid, oneLine(questionText(ix), 80), qid), nil
+		return fmt.Sprintf("your comment quotes a %s that is not iterion's question %s (%s), so nothing was recorded. Quote the bot's question comment, or answer with `/iterion answer %s <your answer>`.",
+			"\"Question "+qid+"\"", qid, plain(strconv.Quote(oneLine(questionText(ix), 80)), 200), qid), nil
 	}
 	text, err := h.answer(ctx, t, qid, r.Text)
 	if errors.Is(err, errAccepted) {
@@ -475,7 +476,7 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 		return "", err
 	}
 	if ix == nil || ix.Kind == engine.KindAwait {
-		return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", id), nil
+		return fmt.Sprintf("no question `%s` on this pull request; `/iterion status` lists the open ones.", inert(id)), nil
 	}
 	if !ix.Pending() {
 		// The same answer met again (a comment both delivered and found by
@@ -516,7 +517,7 @@ func (h *Handler) answer(ctx context.Context, t Trigger, id, text string) (strin
 		var already *engine.AlreadyAnsweredError
 		switch {
 		case errors.As(err, &bad):
-			return fmt.Sprintf("your answer to `%s` was not taken: %s. Write one line per field, `field: value`.", id, Disarm(bad.Error())), nil
+			return fmt.Sprintf("your answer to `%s` was not taken: %s. Write one line per field, `field: value`.", inert(id), plain(bad.Error(), 300)), nil
 		case errors.As(err, &already):
 			return fmt.Sprintf("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(already.AnsweredBy, "someone")), inert(viaWords(already.Via))), nil
 		case errors.As(err, &notWaiting):
@@ -613,7 +614,7 @@ func (h *Handler) cancel(ctx context.Context, t Trigger, c Command) (string, err
 		return fmt.Sprintf("run `%s` cancelled.", r.ID), nil
 	}
 	if c.RunID != "" {
-		return fmt.Sprintf("no run `%s` on this pull request; `/iterion status` lists them.", c.RunID), nil
+		return fmt.Sprintf("no run `%s` on this pull request; `/iterion status` lists them.", inert(c.RunID)), nil
 	}
 	return "no run in progress on this pull request.", nil
 }
@@ -634,9 +635,9 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 		}
 		slices.Sort(names)
 		if len(names) == 0 {
-			return fmt.Sprintf("no workflow `%s`: %s on `%s` lists no workflows.", name, repoconfig.FileName, t.DefaultBranch), nil
+			return fmt.Sprintf("no workflow `%s`: %s on `%s` lists no workflows.", inert(name), repoconfig.FileName, inert(t.DefaultBranch)), nil
 		}
-		return fmt.Sprintf("no workflow `%s` in %s; the workflows are %s.", name, repoconfig.FileName, strings.Join(names, ", ")), nil
+		return fmt.Sprintf("no workflow `%s` in %s; the workflows are %s.", inert(name), repoconfig.FileName, strings.Join(names, ", ")), nil
 	}
 	client, err := h.Client(t.InstallationID)
 	if err != nil {
@@ -661,7 +662,7 @@ func (h *Handler) run(ctx context.Context, t Trigger, cfg *repoconfig.Config, c 
 		case approved == "":
 			return fmt.Sprintf("this pull request comes from a fork, so its code runs only with the approval of the commit you reviewed. If you have read the change at %s, start the run with:\n\n```\n/iterion run %s %s=%s\n```", shortSHA(head), name, ApproveVar, head), nil
 		case !strings.EqualFold(head, approved):
-			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is `%s` (approve it by its full SHA). Read the commits up to it, then start the run with `/iterion run %s %s=%s`.", approved, head, name, ApproveVar, head), nil
+			return fmt.Sprintf("nothing started: you approved `%s`, but the pull request's head is `%s` (approve it by its full SHA). Read the commits up to it, then start the run with `/iterion run %s %s=%s`.", inert(approved), inert(head), name, ApproveVar, inert(head)), nil
 		}
 	}
 	return h.start(ctx, t, cfg, Launch{

@@ -46,7 +46,7 @@ func TestRenderQuestionAnswerInert(t *testing.T) {
 	v := &view{run: &engine.Run{ID: "r-1", Status: engine.StatusRunning}, numbers: map[string]int{ix.ID: 1}}
 	got := CommentBody(questionKey(ix.ID), renderQuestion(v, ix))
 	want := "**Question Q1** · from `draft` in run `r-1`\n\n> Which licence?\n" +
-		"\n✅ Answered by `carol' <\u200bb>@\u200bbob<\u200b/b>` via github <\u200bimg src=x>:\n\n" +
+		"\n✅ Answered by `carol' <\u200bb>@\u200bbob<\u200b/b>` via github \\<img src=x\\>:\n\n" +
 		"> MIT @\u200balice\n> <\u200b/blockquote>\n> <\u200b!-- iterion:status/r-1 -->\n> # done\n" +
 		"\n\n" + Marker(questionKey(ix.ID))
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -70,7 +70,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	}
 	w, ds := dsl.CompileSource(rel, src)
 	if ds.HasErrors() {
-		return "", &LaunchError{Msg: fmt.Sprintf("%s on `%s` does not compile:\n\n```\n%s```", l.Path, l.DefaultBranch, dsl.RenderString(ds, map[string][]byte{rel: src}))}
+		return "", &LaunchError{Msg: fmt.Sprintf("%s on `%s` does not compile:\n\n```\n%s```", l.Path, inert(l.DefaultBranch), unfenced(dsl.RenderString(ds, map[string][]byte{rel: src})))}
 	}
 	given := map[string]any{}
 	for k, v := range l.Vars {
@@ -155,9 +155,9 @@ func launchRefusal(err error) string {
 			case engine.ProblemMissing:
 				lines = append(lines, fmt.Sprintf("- var `%s` (%s) is required: add `%s=…` to the command", p.Name, p.Type, p.Name))
 			case engine.ProblemUnknown:
-				lines = append(lines, fmt.Sprintf("- `%s` is not a var of this workflow", Disarm(p.Name)))
+				lines = append(lines, fmt.Sprintf("- `%s` is not a var of this workflow", inert(p.Name)))
 			default:
-				lines = append(lines, fmt.Sprintf("- var `%s` (%s): %s", p.Name, p.Type, Disarm(p.Detail)))
+				lines = append(lines, fmt.Sprintf("- var `%s` (%s): %s", inert(p.Name), p.Type, plain(p.Detail, 300)))
 			}
 		}
 		if len(verr.Declared) > 0 {
@@ -165,7 +165,7 @@ func launchRefusal(err error) string {
 		}
 		return "its vars are not right:\n" + strings.Join(lines, "\n")
 	case !errors.As(err, &pre):
-		return "this server cannot run it: " + err.Error()
+		return "this server cannot run it: " + plain(err.Error(), 500)
 	default:
 		var lines []string
 		for _, p := range pre.Problems {

@@ -305,6 +305,46 @@ func noTags(text string) string {
 	return b.String()
 }
 
+// plain renders caller text (an agent's question or option, a field's
+// description, who answered and through what) as plain text on one line
+// of the bot's own Markdown, outside a code span: its lines are joined (so
+// no heading, list or "approved by" line of its own), its mentions
+// disarmed, and each character that Markdown or HTML would read as markup
+// escaped with a backslash, which Markdown drops: no link, image,
+// emphasis, code span, tag, entity, strikethrough, math or issue
+// reference. At most max characters are kept. Idempotent, like Disarm.
+func plain(text string, max int) string {
+	text = Disarm(oneLine(text, max))
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c == '\\' && i+1 < len(text) && strings.IndexByte(markup, text[i+1]) >= 0 {
+			b.WriteString(text[i : i+2]) // escaped already
+			i++
+			continue
+		}
+		// An underscore inside a word (snake_case) cannot emphasise.
+		intraword := c == '_' && i > 0 && i+1 < len(text) && isASCIIAlnum(text[i-1]) && isASCIIAlnum(text[i+1])
+		if strings.IndexByte(markup, c) >= 0 && !intraword {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func isASCIIAlnum(c byte) bool { return isASCIILetter(c) || '0' <= c && c <= '9' }
+
+// markup are the characters plain escapes.
+const markup = "\\`*_[]<>&~$#|"
+
+// unfenced keeps text (a diagnostic quoting a file's lines, an error)
+// inside the ``` block the bot puts it in: no line of it can close the
+// block.
+func unfenced(text string) string {
+	return strings.ReplaceAll(Disarm(text), "```", "'''")
+}
+
 // inert renders a name from the store (who answered, and through what,
 // which API callers once chose themselves) as one line of plain text fit
 // for a code span: no mentions, no HTML, no backticks.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"maps"
 	"slices"
 	"strconv"
@@ -301,13 +302,13 @@ func renderStatus(v *view) string {
 	run := v.run
 	var b strings.Builder
 	title, icon := statusLook(run.Status)
-	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", icon, run.ID, run.Workflow)
+	fmt.Fprintf(&b, "%s **iterion** · run `%s` of `%s`", icon, inert(run.ID), inert(run.Workflow))
 	if sha := v.at.HeadSHA; sha != "" {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", title)
 	if a := run.Trigger.Actor; a != "" {
-		fmt.Fprintf(&b, "Started by `%s`. ", Disarm(a))
+		fmt.Fprintf(&b, "Started by `%s`. ", inert(a))
 	}
 	done, current := v.done, v.current
 	if v.warning != "" {
@@ -423,7 +424,7 @@ func openQuestions(v *view) []string {
 		if id := ix.Posts["github"]; id != "" {
 			label = fmt.Sprintf("[%s](%s)", label, v.commentURL(id))
 		}
-		lines = append(lines, fmt.Sprintf("- %s: %s", label, Disarm(oneLine(questionText(ix), 200))))
+		lines = append(lines, fmt.Sprintf("- %s: %s", label, plain(questionText(ix), 200)))
 	}
 	return lines
 }
@@ -475,7 +476,7 @@ func endSummary(v *view) string {
 			text = text[:8000] + "\n…"
 		}
 		fmt.Fprintf(&b, "\n<details><summary><code>%s</code> (version %d)</summary>\n\n```json\n%s\n```\n\n</details>\n",
-			name, v.snap.Versions[name], text)
+			html.EscapeString(oneLine(name, 100)), v.snap.Versions[name], text)
 	}
 	return b.String()
 }
@@ -536,25 +537,25 @@ func formFields(ix *engine.Interaction) []string {
 func renderQuestion(v *view, ix *engine.Interaction) string {
 	qid := "Q" + strconv.Itoa(v.numbers[ix.ID])
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Question %s** · from `%s` in run `%s`\n\n%s\n", qid, ix.NodeID, v.run.ID, quote(questionText(ix)))
+	fmt.Fprintf(&b, "**Question %s** · from `%s` in run `%s`\n\n%s\n", qid, inert(ix.NodeID), inert(v.run.ID), quote(questionText(ix)))
 	fields := formFields(ix)
 	if len(fields) > 0 {
 		b.WriteString("\nFields:\n")
 		for _, f := range fields {
 			desc, _ := ix.Questions[f].(string)
-			fmt.Fprintf(&b, "- `%s`: %s\n", f, Disarm(desc))
+			fmt.Fprintf(&b, "- `%s`: %s\n", inert(f), plain(desc, 500))
 		}
 	}
 	labels := options(ix)
 	if len(labels) > 0 {
 		b.WriteString("\nOptions:\n")
 		for i, l := range labels {
-			fmt.Fprintf(&b, "%d. %s\n", i+1, Disarm(oneLine(l, 200)))
+			fmt.Fprintf(&b, "%d. %s\n", i+1, plain(l, 200))
 		}
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), inert(cmp.Or(ix.Via, "unknown")), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(cmp.Or(ix.Via, "unknown"), 100), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {
