@@ -351,3 +351,5 @@ func unfenced(text string) string {
 func inert(name string) string {
 	return strings.ReplaceAll(noTags(Disarm(oneLine(name, 100))), "`", "'")
 }
+
+func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
