@@ -197,29 +197,7 @@ func (db *DB) FinishDelivery(ctx context.Context, source, id string, handleErr e
 // (GitHub rate-limited us, or was down): it stays received, counts the
 // attempt and its error, and is pending again from next.
 func (db *DB) RetryDelivery(ctx context.Context, source, id string, next time.Time, handleErr error) error {
-	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
-		var d Delivery
-		if err := get(txn, deliveryKey(source, id), &d); err != nil {
-			return err
-		}
-		if d.State != DeliveryReceived {
-			return fmt.Errorf("it is already %s", d.State)
-		}
-		d.Attempts++
-		d.UpdatedAt = db.now()
-		d.NextAt = next.UTC()
-		if handleErr != nil {
-			d.Error = handleErr.Error()
-		}
-		if err := put(txn, deliveryKey(source, id), &d); err != nil {
-			return err
-		}
-		return putPendingDelivery(txn, &d)
-	})
-	if err != nil {
-		return fmt.Errorf("postponing delivery %s/%s: %w", source, id, err)
-	}
-	return nil
+	return db.keepBack(ctx, "postponing", source, id, handleErr, func(d *Delivery) { d.NextAt = next.UTC() })
 }
 
 // HoldDelivery keeps a delivery back under hold until ReleaseDeliveries
@@ -228,6 +206,13 @@ func (db *DB) HoldDelivery(ctx context.Context, source, id, hold string, handleE
 	if hold == "" {
 		return fmt.Errorf("holding delivery %s/%s: no hold named", source, id)
 	}
+	return db.keepBack(ctx, "holding", source, id, handleErr, func(d *Delivery) { d.Hold = hold })
+}
+
+// keepBack records an attempt at a received delivery that leaves it
+// received, with set applied to it, and its pending index entry updated;
+// what names the intent for the error.
+func (db *DB) keepBack(ctx context.Context, what, source, id string, handleErr error, set func(*Delivery)) error {
 	err := db.write(ctx, bookkeeping, false, func(txn *tx) error {
 		var d Delivery
 		if err := get(txn, deliveryKey(source, id), &d); err != nil {
@@ -238,7 +223,7 @@ func (db *DB) HoldDelivery(ctx context.Context, source, id, hold string, handleE
 		}
 		d.Attempts++
 		d.UpdatedAt = db.now()
-		d.Hold = hold
+		set(&d)
 		if handleErr != nil {
 			d.Error = handleErr.Error()
 		}
@@ -248,7 +233,7 @@ func (db *DB) HoldDelivery(ctx context.Context, source, id, hold string, handleE
 		return putPendingDelivery(txn, &d)
 	})
 	if err != nil {
-		return fmt.Errorf("holding delivery %s/%s: %w", source, id, err)
+		return fmt.Errorf("%s delivery %s/%s: %w", what, source, id, err)
 	}
 	return nil
 }
