@@ -4,19 +4,36 @@
 
 GO ?= go
 
-.PHONY: test vet fmt-check build fuzz deps
+.PHONY: test vet fmt-check build fuzz deps deps-bwrap deps-npm
 
 test: deps vet
 	$(GO) test -race -count=1 ./...
 
 # deps installs what the tests use for real and the machine lacks:
-# bubblewrap, the default sandbox (Debian's package, as root).
-deps:
+# bubblewrap, the default sandbox (Debian's package, as root), and the two
+# agent CLIs at their pinned versions into .tools/npm (git-ignored).
+NPM_PREFIX := .tools/npm
+PI_PKG := @mariozechner/pi-coding-agent@0.73.1
+CLAUDE_PKG := @anthropic-ai/claude-code@2.1.332
+
+deps: deps-bwrap deps-npm
+
+deps-bwrap:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 		if [ "$$(id -u)" != 0 ]; then echo "bubblewrap is missing: run sudo apt-get install -y bubblewrap"; exit 1; fi; \
 		echo "installing bubblewrap (apt-get install -y bubblewrap)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	fi
+
+# The stamp names both versions: changing a pin reinstalls.
+deps-npm: $(NPM_PREFIX)/.installed-0.73.1-2.1.332
+
+$(NPM_PREFIX)/.installed-0.73.1-2.1.332:
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 (apt-get install -y nodejs npm)"; exit 1; }
+	@echo "installing $(PI_PKG) and $(CLAUDE_PKG) into $(NPM_PREFIX)"
+	@mkdir -p $(NPM_PREFIX)
+	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error $(PI_PKG) $(CLAUDE_PKG)
+	@touch $@
 
 vet: fmt-check
 	$(GO) vet ./...
