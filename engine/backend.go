@@ -51,6 +51,13 @@ type Task struct {
 	// and the node's network policy (none unless its sandbox: opens it).
 	// nil when the engine has no sandbox: such tools must then fail.
 	Exec func(ctx context.Context, argv []string) (*ProcessResult, error)
+	// Run runs a process the backend describes (an agent CLI, with its
+	// own environment, mounts and streams) in the node's sandbox; the
+	// engine fills in the workflow, the node and the workspace. It blocks
+	// until the process ends: a backend driving a long-lived CLI calls it
+	// in a goroutine, with Stdin and Stdout as pipes. nil when the engine
+	// has no sandbox: a CLI backend must then fail.
+	Run func(ctx context.Context, p *Process) (*ProcessResult, error)
 	// Interaction is the node's interaction mode.
 	Interaction string
 

@@ -62,6 +62,11 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 			// Bounded here too: a backend cuts what it shows its model.
 			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir, MaxStdout: 1 << 20, MaxStderr: 1 << 20})
 		}
+		task.Run = func(ctx context.Context, p *Process) (*ProcessResult, error) {
+			q := *p
+			q.Workflow, q.Node, q.Dir = rs.w, n, rs.workdir
+			return rs.e.sandbox.Run(ctx, &q)
+		}
 	}
 	if n.Output != nil {
 		task.OutputSchema = n.Output.JSONSchema()

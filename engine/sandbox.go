@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 
@@ -83,6 +84,25 @@ type Process struct {
 	// MaxStdout and MaxStderr bound the output kept; 0 means the sandbox's
 	// defaults.
 	MaxStdout, MaxStderr int
+
+	// Mounts are host paths bound into the sandbox besides the workspace:
+	// an agent CLI's installation, a per-run channel socket. Read-only
+	// unless Writable.
+	Mounts []Mount
+	// Stdin, when set, is the process's standard input; nil is empty.
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the stream as it is read, with
+	// no bound, and it is then not kept in the result: a backend driving a
+	// long-lived CLI reads its protocol from them.
+	Stdout, Stderr io.Writer
+}
+
+// Mount is a host path bound into a process's sandbox.
+type Mount struct {
+	// Source is an absolute host path that must exist; Target is where it
+	// appears inside, the same path when empty.
+	Source, Target string
+	Writable       bool
 }
 
 // ProcessResult is how a process ended.

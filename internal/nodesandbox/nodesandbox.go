@@ -380,6 +380,12 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		Env:     s.env(p),
 		Network: s.network(p),
 		Limits:  s.opts.Limits,
+		Stdin:   p.Stdin,
+		Stdout:  p.Stdout,
+		Stderr:  p.Stderr,
+	}
+	for _, m := range p.Mounts {
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
 	}
 	spec.Limits.Output = max(p.MaxStdout, p.MaxStderr)
 	if h := s.HomeOf(dir); h != "" {

@@ -256,3 +256,32 @@ func TestMountsOfServerDirectories(t *testing.T) {
 		t.Errorf("an unrelated mount: %v", err)
 	}
 }
+
+// A backend's process gets its streams and its mounts: what it reads on
+// stdin, what it writes reaches the writer as it goes, and a mount is
+// read-only unless asked otherwise.
+func TestStreamsAndMounts(t *testing.T) {
+	sb := nodesandboxtest.New(t, nodesandbox.Options{})
+	w, n := tool(t, "")
+	shared := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shared, "asset"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	res, err := sb.Run(context.Background(), &engine.Process{
+		Workflow: w, Node: n, Dir: t.TempDir(),
+		Argv:   []string{"bash", "-c", "cat; cat /opt/shared/asset; echo x > /opt/shared/asset && echo wrote || echo refused"},
+		Stdin:  strings.NewReader("from stdin\n"),
+		Stdout: &out,
+		Mounts: []engine.Mount{{Source: shared, Target: "/opt/shared"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "from stdin\nfrom the host\nrefused\n"; out.String() != want {
+		t.Errorf("streamed stdout = %q, want %q", out.String(), want)
+	}
+	if len(res.Stdout) != 0 {
+		t.Errorf("a streamed stdout is also kept in the result: %q", res.Stdout)
+	}
+}
