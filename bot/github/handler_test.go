@@ -203,7 +203,7 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 		},
 	}
 	cm, _ := newCommenter(client, clock.Now)
-	return &Handler{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t, clock), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}, cs, runs
+	return NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: runs, Actions: runs, Replies: cm, Queue: openStore(t, clock), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}), cs, runs
 }
 
 // commentDelivery is the issue_comment delivery of body by sender, as
@@ -543,7 +543,7 @@ func TestHandlerConcurrency(t *testing.T) {
 	}
 
 	h, cs, runs = newHandler(t, handlerConfig) // supersede
-	if _, err := h.Queue.QueueLaunch(ctx, PRScope("acme/app", 7), "old", []byte(`{"Workflow": "review", "Actor": "bo"}`)); err != nil {
+	if _, err := h.queue.queue.QueueLaunch(ctx, PRScope("acme/app", 7), "old", []byte(`{"Workflow": "review", "Actor": "bo"}`)); err != nil {
 		t.Fatal(err)
 	}
 	ask(h, "d1", 2001)
@@ -580,7 +580,7 @@ func TestHandlerStalledQueue(t *testing.T) {
 	h, cs, runs := newHandler(t, strings.Replace(handlerConfig, "concurrency: supersede\n", "", 1))
 	runs.runs[0].Status = engine.StatusFinished
 	payload := `{"InstallationID": 42, "Owner": "acme", "Repo": "app", "PR": 7, "Workflow": "review", "Path": "workflows/review.bot", "Ref": "abc1234567", "Actor": "bo", "Key": "stalled"}`
-	if _, err := h.Queue.QueueLaunch(context.Background(), PRScope("acme/app", 7), "stalled", []byte(payload)); err != nil {
+	if _, err := h.queue.queue.QueueLaunch(context.Background(), PRScope("acme/app", 7), "stalled", []byte(payload)); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Handle(context.Background(), commentDeliveryOf(t, "d1", 2001, "ana", "/iterion run review")); err != nil {
@@ -616,7 +616,7 @@ func TestHandlerEchoesNothingHarmful(t *testing.T) {
 		}
 	}
 	before := len(cs.comments)
-	id, err := h.Replies.Post(ctx, 42, "acme", "app", 7, key, "**Question Q9** · the real question")
+	id, err := h.replies.Post(ctx, 42, "acme", "app", 7, key, "**Question Q9** · the real question")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,4 +648,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// options are the options h was made with, for a test that changes one.
+func (h *Handler) options() HandlerOptions {
+	return HandlerOptions{Client: h.client, Perms: h.perms, Runs: h.runs, Actions: h.queue.actions.(Actions),
+		Replies: h.replies.(*Commenter), Queue: h.queue.queue, Installations: h.installations, Log: h.log}
+}
+
+// Every command the parser knows has its handler.
+func TestEveryCommandHasAHandler(t *testing.T) {
+	h := NewHandler(HandlerOptions{})
+	for _, name := range commandNames {
+		if h.commands[name] == nil {
+			t.Errorf("command %q has no handler", name)
+		}
+	}
+	if len(h.commands) != len(commandNames) {
+		t.Errorf("%d handlers for %d commands", len(h.commands), len(commandNames))
+	}
 }

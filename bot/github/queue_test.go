@@ -34,7 +34,7 @@ func TestQueueSurvivesCrashBeforeDrop(t *testing.T) {
 	scope := PRScope("acme/app", 7)
 	for _, key := range []string{"k1", "k2"} {
 		payload := fmt.Sprintf(`{"InstallationID": 42, "Owner": "acme", "Repo": "app", "PR": 7, "Workflow": "review", "Path": "workflows/review.bot", "Ref": "abc1234567", "Actor": "bo", "Key": %q}`, key)
-		if _, err := h.Queue.QueueLaunch(ctx, scope, key, []byte(payload)); err != nil {
+		if _, err := h.queue.queue.QueueLaunch(ctx, scope, key, []byte(payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +42,9 @@ func TestQueueSurvivesCrashBeforeDrop(t *testing.T) {
 	k1 := &engine.Run{ID: RunID("acme", "app", "k1"), Workflow: "review", Status: engine.StatusFinished, Trigger: Origin{Repo: "acme/app", PR: 7, Installation: 42}.Trigger("")}
 	runs.runs[0].Status = engine.StatusFinished
 	runs.runs = append(runs.runs, k1)
-	h.Actions = existingLaunch{fakeRuns: runs, started: map[string]string{"k1": k1.ID}}
+	o := h.options()
+	o.Actions = existingLaunch{fakeRuns: runs, started: map[string]string{"k1": k1.ID}}
+	h = NewHandler(o)
 	if err := h.StartQueued(ctx, k1); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func queueTwo(t *testing.T, h *Handler) {
 	t.Helper()
 	for _, key := range []string{"k1", "k2"} {
 		payload := fmt.Sprintf(`{"InstallationID": 42, "Owner": "acme", "Repo": "app", "PR": 7, "Workflow": "review", "Path": "workflows/review.bot", "Ref": "abc1234567", "Actor": "bo", "Key": %q}`, key)
-		if _, err := h.Queue.QueueLaunch(t.Context(), PRScope("acme/app", 7), key, []byte(payload)); err != nil {
+		if _, err := h.queue.queue.QueueLaunch(t.Context(), PRScope("acme/app", 7), key, []byte(payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +78,7 @@ func TestQueueOfAClosedPRIsDropped(t *testing.T) {
 	if len(runs.launches) != 0 {
 		t.Errorf("launches on a closed PR: %+v", runs.launches)
 	}
-	if q, _ := h.Queue.QueuedLaunches(t.Context(), PRScope("acme/app", 7)); len(q) != 0 {
+	if q, _ := h.queue.queue.QueuedLaunches(t.Context(), PRScope("acme/app", 7)); len(q) != 0 {
 		t.Errorf("still queued: %+v", q)
 	}
 	notes := 0
@@ -108,7 +110,9 @@ func TestStartQueuedDoesNotWaitForTheLaunch(t *testing.T) {
 	h, _, runs := newHandler(t, strings.Replace(handlerConfig, "concurrency: supersede\n", "", 1))
 	queueTwo(t, h)
 	b := blockingLaunch{fakeRuns: runs, entered: make(chan struct{}), release: make(chan struct{})}
-	h.Actions = b
+	o := h.options()
+	o.Actions = b
+	h = NewHandler(o)
 	runs.runs[0].Status = engine.StatusFinished
 	returned := make(chan error, 1)
 	go func() { returned <- h.StartQueued(t.Context(), runs.runs[0]) }()

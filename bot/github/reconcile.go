@@ -32,7 +32,7 @@ type prKey struct {
 // meantime are left alone; an answer also delivered normally is taken
 // once. It returns the number of comments applied.
 func (h *Handler) Reconcile(ctx context.Context) (int, error) {
-	runs, err := h.Runs.Runs(ctx, engine.RunFilter{})
+	runs, err := h.runs.Runs(ctx, engine.RunFilter{})
 	if err != nil {
 		return 0, err
 	}
@@ -42,7 +42,7 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 		if !ok || t.PR == 0 || t.Installation == 0 || r.Status.Terminal() {
 			continue
 		}
-		ixs, err := h.Runs.Interactions(ctx, r.ID)
+		ixs, err := h.runs.Interactions(ctx, r.ID)
 		if err != nil {
 			return 0, err
 		}
@@ -81,7 +81,7 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 // since a time, oldest first.
 func (h *Handler) reconcilePR(ctx context.Context, k prKey, since time.Time) (int, error) {
 	owner, repo, _ := strings.Cut(k.repo, "/")
-	client, err := h.Client(k.installation)
+	client, err := h.client(k.installation)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +154,7 @@ func answerTrigger(cm *gh.IssueComment) (Trigger, bool) {
 // question existed was refused then, and is no answer to it now).
 func (h *Handler) stillOpen(ctx context.Context, t Trigger) (Trigger, error) {
 	open := func(id string) (bool, error) {
-		ix, err := h.findQuestion(ctx, t, id)
+		ix, err := h.answers.findQuestion(ctx, t, id)
 		return ix != nil && ix.Pending() && !t.CommentAt.Before(ix.RequestedAt.Add(-reconcileSlack)), err
 	}
 	var cmds []Command

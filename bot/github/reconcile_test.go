@@ -80,7 +80,7 @@ func TestReconcile(t *testing.T) {
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())
 	app := &App{clients: map[int64]*gh.Client{42: c}}
-	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)}
+	h := NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)})
 	n, err := h.Reconcile(ctx)
 	if n != 1 || err == nil || !strings.Contains(err.Error(), "acme/app#8") {
 		t.Fatalf("Reconcile = %d, %v; want 1 applied and PR 8's error", n, err)
@@ -133,7 +133,7 @@ func TestReconcileSkipsStaleComments(t *testing.T) {
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())
 	app := &App{clients: map[int64]*gh.Client{42: c}}
-	h := &Handler{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)}
+	h := NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: storeActions{db}, Replies: world.commenter(), Queue: db, Log: testLog(t)})
 	if n, err := h.Reconcile(ctx); n != 0 || err != nil {
 		t.Errorf("Reconcile = %d, %v; want nothing applied", n, err)
 	}

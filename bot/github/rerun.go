@@ -25,20 +25,16 @@ func (h *Handler) rerun(ctx context.Context, id string, t Trigger, cfg *repoconf
 	if err != nil || len(runs) == 0 {
 		return err
 	}
-	ok, err := h.Perms.CanWrite(ctx, t.InstallationID, t.Owner, t.Repo, t.Sender)
+	ok, err := h.perms.CanWrite(ctx, t.InstallationID, t.Owner, t.Repo, t.Sender)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return h.reply(ctx, id, t, fmt.Sprintf("re-running a check needs write permission on %s/%s, which you do not have.", t.Owner, t.Repo))
 	}
-	client, err := h.Client(t.InstallationID)
+	pr, err := h.pull(ctx, t)
 	if err != nil {
 		return err
-	}
-	pr, resp, err := client.PullRequests.Get(ctx, t.Owner, t.Repo, t.PR)
-	if err != nil {
-		return classify(fmt.Sprintf("reading %s/%s#%d", t.Owner, t.Repo, t.PR), resp, err)
 	}
 	if pr.GetState() != "open" {
 		return h.reply(ctx, id, t, "this pull request is closed; reopen it to run workflows on it.")
@@ -50,7 +46,7 @@ func (h *Handler) rerun(ctx context.Context, id string, t Trigger, cfg *repoconf
 			parts = append(parts, fmt.Sprintf("workflow `%s` is no longer in %s on `%s`: nothing started for run `%s`.", run.Workflow, repoconfig.FileName, t.DefaultBranch, run.ID))
 			continue
 		}
-		text, err := h.start(ctx, t, cfg, Launch{
+		out, err := h.queue.start(ctx, t, cfg, Launch{
 			InstallationID: t.InstallationID, Owner: t.Owner, Repo: t.Repo, PR: t.PR,
 			Workflow: run.Workflow, Path: path, Ref: t.HeadSHA, DefaultBranch: t.DefaultBranch,
 			Vars: rerunVars(run), Context: prContext(t, pr), Actor: t.Sender, Key: fmt.Sprintf("%s-%d", id, i+1),
@@ -58,7 +54,7 @@ func (h *Handler) rerun(ctx context.Context, id string, t Trigger, cfg *repoconf
 		if err != nil {
 			return err
 		}
-		parts = append(parts, fmt.Sprintf("Re-run of `%s`: %s", run.ID, text))
+		parts = append(parts, fmt.Sprintf("Re-run of `%s`: %s", run.ID, out.text))
 	}
 	return h.reply(ctx, id, t, strings.Join(parts, "\n\n"))
 }
@@ -70,12 +66,12 @@ func (h *Handler) rerunOf(ctx context.Context, t *Trigger) ([]*engine.Run, error
 	repo := t.Owner + "/" + t.Repo
 	if t.RerunID != "" {
 		if !engine.ValidRunID(t.RerunID) {
-			h.log().Debug("re-run of a check run that is not a run's", "external_id", t.RerunID)
+			h.log.Debug("re-run of a check run that is not a run's", "external_id", t.RerunID)
 			return nil, nil
 		}
-		run, err := h.Runs.Run(ctx, t.RerunID)
+		run, err := h.runs.Run(ctx, t.RerunID)
 		if errors.Is(err, engine.ErrNotFound) {
-			h.log().Info("re-run of a run this server does not have", "run", t.RerunID, "repo", repo)
+			h.log.Info("re-run of a run this server does not have", "run", t.RerunID, "repo", repo)
 			return nil, nil
 		}
 		if err != nil {
@@ -83,13 +79,13 @@ func (h *Handler) rerunOf(ctx context.Context, t *Trigger) ([]*engine.Run, error
 		}
 		o, ok := OriginOf(run)
 		if !ok || !strings.EqualFold(o.Repo, repo) || o.Installation != t.InstallationID || o.PR == 0 || !strings.EqualFold(o.HeadSHA, t.HeadSHA) {
-			h.log().Info("re-run of a run started elsewhere; ignored", "run", run.ID, "repo", repo)
+			h.log.Info("re-run of a run started elsewhere; ignored", "run", run.ID, "repo", repo)
 			return nil, nil
 		}
 		t.PR = o.PR
 		return []*engine.Run{run}, nil
 	}
-	all, err := h.prRuns(ctx, *t)
+	all, err := prRuns(ctx, h.runs, *t)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,9 @@ func (r *racingRuns) Interaction(ctx context.Context, runID, id string) (*engine
 // person: taken (👍), not "already answered".
 func TestSameAnswerRaceIsTaken(t *testing.T) {
 	h, cs, runs := newHandler(t, handlerConfig)
-	h.Runs = &racingRuns{fakeRuns: runs}
+	o := h.options()
+	o.Runs = &racingRuns{fakeRuns: runs}
+	h = NewHandler(o)
 	runs.answers = []engine.AnswerRequest{{RunID: "r1", InteractionID: "r1_ask_async_1", Text: "MIT", By: "ana", Via: "github"}}
 	if err := h.Handle(context.Background(), commentDelivery(t, "d1", "ana", "/iterion answer Q1 MIT")); err != nil {
 		t.Fatal(err)

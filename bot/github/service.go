@@ -109,6 +109,7 @@ type Service struct {
 	worker   *Worker
 	intake   *Intake
 	launcher *Launcher
+	actions  *doorActions
 	handler  *Handler
 	log      *slog.Logger
 	now      func() time.Time
@@ -166,8 +167,11 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 			return err == nil, err
 		},
 	}
-	s.handler = &Handler{Client: app.Installation, Perms: app, Runs: db, Replies: s.replies, Queue: db, Log: log,
-		Installations: app.Installations()}
+	// The engine's doors reach the handler once Run is given them, before
+	// the first delivery is handled.
+	s.actions = &doorActions{launch: s.launcher}
+	s.handler = NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: s.actions, Replies: s.replies,
+		Queue: db, Log: log, Installations: app.Installations()})
 	s.worker = NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
@@ -215,7 +219,7 @@ func (*Service) Owns(run *engine.Run) bool { return run.Trigger.Source == "githu
 func (s *Service) Run(ctx context.Context, doors Doors) {
 	s.launcher.Check = doors.Preflight
 	s.launcher.Start = doors.Launch
-	s.handler.Actions = doorActions{doors: doors, launch: s.launcher}
+	s.actions.doors = doors
 	// An installation back (an installation event) takes up its held
 	// deliveries and comments; so does a start, since a previous process
 	// may have held work for an installation that came back meanwhile.
@@ -249,15 +253,15 @@ type doorActions struct {
 	launch *Launcher
 }
 
-func (a doorActions) Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
+func (a *doorActions) Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error) {
 	return a.doors.Answer(ctx, req)
 }
 
-func (a doorActions) Cancel(ctx context.Context, runID, reason string) (bool, error) {
+func (a *doorActions) Cancel(ctx context.Context, runID, reason string) (bool, error) {
 	return a.doors.Stop(ctx, runID, reason)
 }
 
-func (a doorActions) Launch(ctx context.Context, l Launch) (string, error) {
+func (a *doorActions) Launch(ctx context.Context, l Launch) (string, error) {
 	return a.launch.Launch(ctx, l)
 }
 
