@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,12 +29,27 @@ type App struct {
 	transports map[int64]*ghinstallation.Transport
 }
 
-// NewApp returns the App with id and private key (PEM). baseURL is the REST
-// base used verbatim ("https://api.github.com/", or a GitHub Enterprise
-// "https://ghe.example.com/api/v3/"); "" means github.com. rt is the
-// transport under the authentication (nil means the default), under which
-// the App reads GitHub's rate limits itself (rateLimiter).
-func NewApp(id int64, privateKeyPEM []byte, baseURL string, rt http.RoundTripper) (*App, error) {
+// AppOptions configure an App. ID and PrivateKey are required.
+type AppOptions struct {
+	// ID is the App's id, PrivateKey its private key (PEM).
+	ID         int64
+	PrivateKey []byte
+	// APIURL is the REST base used verbatim ("https://api.github.com/", or
+	// a GitHub Enterprise "https://ghe.example.com/api/v3/"); "" means
+	// github.com.
+	APIURL string
+	// Transport is the transport under the authentication (nil means the
+	// default), under which the App reads GitHub's rate limits itself
+	// (rateLimiter).
+	Transport http.RoundTripper
+	// Log receives what the App says of its installations; nil means none.
+	Log *slog.Logger
+}
+
+// NewApp returns the App o describes; a private key that does not parse
+// is an error naming the variable it comes from.
+func NewApp(o AppOptions) (*App, error) {
+	id, privateKeyPEM, baseURL, rt := o.ID, o.PrivateKey, o.APIURL, o.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
@@ -51,12 +67,12 @@ func NewApp(id int64, privateKeyPEM []byte, baseURL string, rt http.RoundTripper
 	if _, err := ghinstallation.NewAppsTransport(rt, id, privateKeyPEM); err != nil {
 		return nil, fmt.Errorf("GitHub App private key (ITERION_GITHUB_PRIVATE_KEY): %w", err)
 	}
-	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, installations: NewInstallations(nil),
+	return &App{id: id, key: privateKeyPEM, baseURL: baseURL, rt: rt, installations: newInstallations(o.Log),
 		clients: map[int64]*gh.Client{}, transports: map[int64]*ghinstallation.Transport{}}, nil
 }
 
 // Installations is the App's registry of the installations GitHub
-// refuses tokens for. Set its Log before the App is used.
+// refuses tokens for.
 func (a *App) Installations() *Installations { return a.installations }
 
 // ID is the App's id, which owns its check runs.

@@ -56,7 +56,7 @@ func testKey(t *testing.T) []byte {
 func TestAppPermissions(t *testing.T) {
 	var tokens atomic.Int32
 	srv := fakeGitHub(t, &tokens)
-	app, err := NewApp(123, testKey(t), srv.URL+"/", nil)
+	app, err := NewApp(AppOptions{ID: 123, PrivateKey: testKey(t), APIURL: srv.URL + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestAppPermissions(t *testing.T) {
 }
 
 func TestAppBadKey(t *testing.T) {
-	if _, err := NewApp(1, []byte("not a key"), "", nil); err == nil || !strings.Contains(err.Error(), "ITERION_GITHUB_PRIVATE_KEY") {
+	if _, err := NewApp(AppOptions{ID: 1, PrivateKey: []byte("not a key")}); err == nil || !strings.Contains(err.Error(), "ITERION_GITHUB_PRIVATE_KEY") {
 		t.Errorf("err = %v, want one naming ITERION_GITHUB_PRIVATE_KEY", err)
 	}
 }

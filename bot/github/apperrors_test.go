@@ -16,7 +16,7 @@ func appOnFake(t *testing.T) (*App, *fakegithub.Server) {
 	t.Helper()
 	fake := fakegithub.New(t, "acme", "app")
 	fake.Perms["ana"] = "write"
-	app, err := NewApp(fakegithub.AppID, testKey(t), fake.URL(), nil)
+	app, err := NewApp(AppOptions{ID: fakegithub.AppID, PrivateKey: testKey(t), APIURL: fake.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,13 +58,13 @@ const maxCheckText = 65535
 // none (created reports which): a check run created just before a crash
 // is found again instead of doubled.
 func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, owner, repo, sha, name, externalID string, state CheckState, out CheckOutput) (id int64, created bool, err error) {
-	client, err := c.Client(installationID)
+	client, err := c.client(installationID)
 	if err != nil {
 		return 0, false, err
 	}
 	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(name), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
-	if c.AppID != 0 {
-		opts.AppID = gh.Int64(c.AppID)
+	if c.appID != 0 {
+		opts.AppID = gh.Int64(c.appID)
 	}
 	for {
 		res, resp, err := client.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
@@ -74,7 +74,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 		for _, cr := range res.CheckRuns {
 			// Another App's check run may carry the same name and
 			// external id: only the App's own is taken.
-			if cr.GetExternalID() == externalID && c.AppID != 0 && cr.GetApp().GetID() == c.AppID {
+			if cr.GetExternalID() == externalID && c.appID != 0 && cr.GetApp().GetID() == c.appID {
 				return cr.GetID(), false, nil
 			}
 		}
@@ -106,7 +106,7 @@ func (c *Commenter) EnsureCheckRun(ctx context.Context, installationID int64, ow
 
 // UpdateCheckRun sets check run id to state and out.
 func (c *Commenter) UpdateCheckRun(ctx context.Context, installationID int64, owner, repo string, id int64, name string, state CheckState, out CheckOutput) error {
-	client, err := c.Client(installationID)
+	client, err := c.client(installationID)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (c *Commenter) UpdateCheckRun(ctx context.Context, installationID int64, ow
 
 // checkOutput is out as GitHub takes it: scrubbed, and cut to its limit.
 func (c *Commenter) checkOutput(out CheckOutput) *gh.CheckRunOutput {
-	out.Title, out.Summary = c.Redactor.String(out.Title), c.Redactor.String(out.Summary)
+	out.Title, out.Summary = c.redactor.String(out.Title), c.redactor.String(out.Summary)
 	summary := out.Summary
 	if utf8.RuneCountInString(summary) > maxCheckText {
 		r := []rune(summary)

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,21 +36,14 @@ type RetryLater = delivery.RetryLater
 // Commenter posts PR comments for the outbox worker. Each comment carries
 // a hidden marker with its outbox key, and Post looks for the marker
 // before writing, so a row performed just before a crash is not posted
-// twice. Writes to one installation are spaced by Pace (GitHub asks for at
-// least a second between mutative requests).
+// twice. Writes to one installation are spaced (GitHub asks for at least
+// a second between mutative requests).
 type Commenter struct {
-	Client func(installationID int64) (*gh.Client, error)
-	Pace   time.Duration
-	// Login is the App's own login ("<slug>[bot]"); when set, only its
-	// comments are taken for the bot's (App.Login says it).
-	Login string
-	// AppID is the App's id (App.ID): a check run is found again only
-	// when it is this App's. Zero finds none, so each sync creates one.
-	AppID int64
-	// Redactor scrubs the server's secrets from every comment and check
-	// run written, whatever wrote it (the relay's status and questions, the
-	// handler's replies). nil means nothing is scrubbed.
-	Redactor *engine.Redactor
+	client   func(installationID int64) (*gh.Client, error)
+	spacing  time.Duration
+	login    string
+	appID    int64
+	redactor *engine.Redactor
 	// wait sleeps for d or until ctx ends; tests replace it to record the
 	// pacing instead of sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -96,9 +90,30 @@ func (c *Commenter) lockKey(key string) func() {
 	}
 }
 
+// CommenterOptions configure a Commenter. Client is required.
+type CommenterOptions struct {
+	// Client returns the API client of an installation (App.Installation).
+	Client func(installationID int64) (*gh.Client, error)
+	// Pace spaces the writes to one installation; 0 means
+	// DefaultWritePace, a negative value no spacing.
+	Pace time.Duration
+	// Login is the App's own login ("<slug>[bot]"); when set, only its
+	// comments are taken for the bot's (App.Login says it).
+	Login string
+	// AppID is the App's id (App.ID): a check run is found again only
+	// when it is this App's. Zero finds none, so each sync creates one.
+	AppID int64
+	// Redactor scrubs the server's secrets from every comment and check
+	// run written, whatever wrote it (the relay's status and questions, the
+	// handler's replies). nil means nothing is scrubbed.
+	Redactor *engine.Redactor
+}
+
 // NewCommenter returns a Commenter over the App's installations.
-func NewCommenter(client func(installationID int64) (*gh.Client, error)) *Commenter {
-	return &Commenter{Client: client, Pace: time.Second, wait: sleepCtx, now: time.Now, nextWrite: map[int64]time.Time{}}
+func NewCommenter(o CommenterOptions) *Commenter {
+	pace := cmp.Or(o.Pace, DefaultWritePace)
+	return &Commenter{client: o.Client, spacing: max(pace, 0), login: o.Login, appID: o.AppID, redactor: o.Redactor,
+		wait: sleepCtx, now: time.Now, nextWrite: map[int64]time.Time{}}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -142,7 +157,7 @@ func (c *Commenter) Post(ctx context.Context, installationID int64, owner, repo 
 // PostComment is Post returning the comment (its id and html_url); a
 // comment found by its marker is returned as GitHub has it.
 func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner, repo string, pr int, key, body string) (*gh.IssueComment, error) {
-	client, err := c.Client(installationID)
+	client, err := c.client(installationID)
 	if err != nil {
 		return nil, err
 	}
@@ -179,12 +194,12 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 var ErrCommentGone = errors.New("the comment was deleted")
 
 // text is the body a comment of key is written with.
-func (c *Commenter) text(key, body string) string { return CommentBody(key, c.Redactor.String(body)) }
+func (c *Commenter) text(key, body string) string { return CommentBody(key, c.redactor.String(body)) }
 
 // Edit replaces the body of the bot's comment id, keeping key's marker.
 // A comment that was deleted is ErrCommentGone.
 func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo string, id int64, key, body string) error {
-	client, err := c.Client(installationID)
+	client, err := c.client(installationID)
 	if err != nil {
 		return err
 	}
@@ -209,7 +224,7 @@ func (c *Commenter) Edit(ctx context.Context, installationID int64, owner, repo 
 // issue or PR comment. GitHub keeps one reaction of a kind per user, so
 // reacting again is harmless.
 func (c *Commenter) React(ctx context.Context, installationID int64, owner, repo string, commentID int64, content string) error {
-	client, err := c.Client(installationID)
+	client, err := c.client(installationID)
 	if err != nil {
 		return err
 	}
@@ -259,13 +274,13 @@ func (c *Commenter) find(ctx context.Context, client *gh.Client, owner, repo str
 // ours reports whether cm was written by the App: by its login when
 // known, else by any bot account.
 func (c *Commenter) ours(cm *gh.IssueComment) bool {
-	if c.Login != "" {
-		return strings.EqualFold(cm.GetUser().GetLogin(), c.Login)
+	if c.login != "" {
+		return strings.EqualFold(cm.GetUser().GetLogin(), c.login)
 	}
 	return cm.GetUser().GetType() == "Bot"
 }
 
-// pace holds a write to an installation until Pace after the previous one.
+// pace holds a write to an installation until its pace after the previous one.
 func (c *Commenter) pace(ctx context.Context, installationID int64) error {
 	c.mu.Lock()
 	now := c.now()
@@ -273,7 +288,7 @@ func (c *Commenter) pace(ctx context.Context, installationID int64) error {
 	if at.Before(now) {
 		at = now
 	}
-	c.nextWrite[installationID] = at.Add(c.Pace)
+	c.nextWrite[installationID] = at.Add(c.spacing)
 	c.mu.Unlock()
 	if d := at.Sub(now); d > 0 {
 		return c.wait(ctx, d)

@@ -100,8 +100,7 @@ func (s *commentServer) serve(t *testing.T, more ...func(*http.ServeMux)) *gh.Cl
 func newCommenter(c *gh.Client, clock func() time.Time) (*Commenter, *[]time.Duration) {
 	var waits []time.Duration
 	var mu sync.Mutex
-	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
-	cm.AppID = fakegithub.AppID
+	cm := NewCommenter(CommenterOptions{Client: func(int64) (*gh.Client, error) { return c, nil }, AppID: fakegithub.AppID, Pace: time.Second})
 	cm.now = clock
 	cm.wait = func(_ context.Context, d time.Duration) error {
 		mu.Lock()
@@ -251,7 +250,7 @@ func TestCommenterOnlyItsOwnComments(t *testing.T) {
 	srv.comments = append(srv.comments, &gh.IssueComment{ID: gh.Int64(1), Body: gh.String("echo\n\n" + Marker("outbox-1")),
 		User: &gh.User{Login: gh.String("other-app[bot]"), Type: gh.String("Bot")}})
 	cm, _ := newCommenter(srv.serve(t), newTestClock().Now)
-	cm.Login = "iterion[bot]"
+	cm.login = "iterion[bot]"
 	id, err := cm.Post(context.Background(), 42, "acme", "app", 7, "outbox-1", "the real one")
 	if err != nil || id == 1 || srv.posts != 1 {
 		t.Errorf("Post = %d, %v (%d posts); want a new comment", id, err, srv.posts)

@@ -70,7 +70,7 @@ func installationError(id int64, err error) *InstallationError {
 // until an installation event releases it. It is said once, when first
 // seen, in the log; Blocked feeds /metrics.
 type Installations struct {
-	Log *slog.Logger
+	log *slog.Logger
 	now func() time.Time
 
 	mu        sync.Mutex
@@ -78,9 +78,9 @@ type Installations struct {
 	onRelease []func(id int64)
 }
 
-// NewInstallations returns an empty registry.
-func NewInstallations(log *slog.Logger) *Installations {
-	return &Installations{Log: cmpLog(log), now: time.Now, blocked: map[int64]*InstallationError{}}
+// newInstallations returns an empty registry logging to log.
+func newInstallations(log *slog.Logger) *Installations {
+	return &Installations{log: cmpLog(log), now: time.Now, blocked: map[int64]*InstallationError{}}
 }
 
 func cmpLog(log *slog.Logger) *slog.Logger {
@@ -102,7 +102,7 @@ func (s *Installations) Block(e *InstallationError) *InstallationError {
 		}
 		s.blocked[e.ID] = &e2
 		s.mu.Unlock()
-		s.Log.Error("GitHub installation refused: its deliveries and comments are held until an installation event says the App is back",
+		s.log.Error("GitHub installation refused: its deliveries and comments are held until an installation event says the App is back",
 			"installation", e.ID, "status", e.Status, "reason", e.Reason())
 		return &e2
 	}
@@ -148,7 +148,7 @@ func (s *Installations) Release(id int64, why string) {
 	fns := slices.Clone(s.onRelease)
 	s.mu.Unlock()
 	if was {
-		s.Log.Info("GitHub installation is back: its held work resumes", "installation", id, "event", why)
+		s.log.Info("GitHub installation is back: its held work resumes", "installation", id, "event", why)
 	}
 	for _, fn := range fns {
 		fn(id)

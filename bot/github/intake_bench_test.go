@@ -120,10 +120,9 @@ func BenchmarkRelaySync(b *testing.B) {
 	}
 	c := gh.NewClient(nil).WithAuthToken(fakegithub.Token)
 	c.BaseURL, _ = url.Parse(fake.URL())
-	cm := NewCommenter(func(int64) (*gh.Client, error) { return c, nil })
-	cm.Pace = 0
+	cm := NewCommenter(CommenterOptions{Client: func(int64) (*gh.Client, error) { return c, nil }, Pace: -1})
 	cm.now = world.clock.Now
-	relay := NewRelay(db, cm, nil)
+	relay := NewRelay(RelayOptions{Store: db, Replies: cm})
 	relay.now = world.clock.Now
 	relay.Drain(ctx) // the status comment, the questions, the check run
 	b.ResetTimer()

@@ -20,7 +20,10 @@ import (
 // author could otherwise rewrite what runs with the repository's secrets),
 // checks the PR's commit out into a workspace of the run's own, and hands
 // the run to Start.
-type Launcher struct {
+type Launcher struct{ o LauncherOptions }
+
+// LauncherOptions configure a Launcher; every field is required but Check.
+type LauncherOptions struct {
 	// Fetch reads a file of the repository at a ref (the contents API).
 	Fetch func(ctx context.Context, installationID int64, owner, repo, path, ref string) ([]byte, error)
 	// Token returns an installation token for the checkout.
@@ -39,6 +42,9 @@ type Launcher struct {
 	Start func(ctx context.Context, req engine.StartRequest) (*engine.Run, error)
 }
 
+// NewLauncher returns the launcher o describes.
+func NewLauncher(o LauncherOptions) *Launcher { return &Launcher{o: o} }
+
 // RunID is the run id a launch key gives: the same request handled twice
 // names the same run.
 func RunID(owner, repo, key string) string {
@@ -50,14 +56,14 @@ func RunID(owner, repo, key string) string {
 // its id. A launch whose key already started a run returns that run.
 func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	id := RunID(l.Owner, l.Repo, l.Key)
-	if ok, err := ln.Exists(ctx, id); err != nil || ok {
+	if ok, err := ln.o.Exists(ctx, id); err != nil || ok {
 		return id, err
 	}
 	rel, err := workflowPath(l.Path)
 	if err != nil {
 		return "", &LaunchError{Msg: err.Error()}
 	}
-	src, err := ln.Fetch(ctx, l.InstallationID, l.Owner, l.Repo, rel, l.DefaultBranch)
+	src, err := ln.o.Fetch(ctx, l.InstallationID, l.Owner, l.Repo, rel, l.DefaultBranch)
 	if errors.Is(err, ErrNoFile) {
 		return "", &LaunchError{Msg: fmt.Sprintf("%s is not on the default branch `%s`", l.Path, l.DefaultBranch)}
 	}
@@ -86,24 +92,24 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	if err != nil {
 		return "", &LaunchError{Msg: launchRefusal(err)}
 	}
-	if ln.Check != nil {
-		if err := ln.Check(w); err != nil {
+	if ln.o.Check != nil {
+		if err := ln.o.Check(w); err != nil {
 			return "", &LaunchError{Msg: launchRefusal(err)}
 		}
 	}
-	token, err := ln.Token(ctx, l.InstallationID)
+	token, err := ln.o.Token(ctx, l.InstallationID)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(ln.Workspaces, 0o700); err != nil {
+	if err := os.MkdirAll(ln.o.Workspaces, 0o700); err != nil {
 		return "", fmt.Errorf("making the workspaces directory: %w", err)
 	}
-	dir := filepath.Join(ln.Workspaces, id)
+	dir := filepath.Join(ln.o.Workspaces, id)
 	// A checkout a crash interrupted is started again from nothing.
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("clearing workspace %s: %w", dir, err)
 	}
-	if err := Checkout(ctx, dir, ln.CloneURL(l.Owner, l.Repo), l.Ref, l.Context["base_ref"], token); err != nil {
+	if err := Checkout(ctx, dir, ln.o.CloneURL(l.Owner, l.Repo), l.Ref, l.Context["base_ref"], token); err != nil {
 		os.RemoveAll(dir)
 		if ctx.Err() != nil {
 			return "", err
@@ -120,7 +126,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("saving the workflow of run %s: %w", id, err)
 	}
-	_, err = ln.Start(ctx, engine.StartRequest{
+	_, err = ln.o.Start(ctx, engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
 		Trigger:  Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}.Trigger(l.Actor),
 		Channels: []string{"github"},

@@ -43,7 +43,7 @@ func TestLauncher(t *testing.T) {
 	}
 	var started []engine.StartRequest
 	exists := map[string]bool{}
-	ln := &Launcher{
+	ln := NewLauncher(LauncherOptions{
 		Fetch: func(_ context.Context, inst int64, owner, repo, path, ref string) ([]byte, error) {
 			if inst != 42 || owner != "acme" || repo != "app" || ref != "main" {
 				t.Errorf("Fetch(%d, %s/%s, %s at %s), want acme/app's default branch main", inst, owner, repo, path, ref)
@@ -72,7 +72,7 @@ func TestLauncher(t *testing.T) {
 			exists[req.RunID] = true
 			return &engine.Run{ID: req.RunID}, nil
 		},
-	}
+	})
 	ctx := context.Background()
 	l := Launch{InstallationID: 42, Owner: "acme", Repo: "app", PR: 7, Workflow: "review", Path: "workflows/review.bot",
 		Ref: head, DefaultBranch: "main", Vars: map[string]string{"depth": "3"}, Actor: "ana", CommentID: 1001, Key: "d1-1",
@@ -143,7 +143,7 @@ func TestLauncher(t *testing.T) {
 			if !errors.As(err, &le) || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("err = %v, want a LaunchError with %q", err, c.msg)
 			}
-			dir := filepath.Join(ln.Workspaces, RunID("acme", "app", c.name))
+			dir := filepath.Join(ln.o.Workspaces, RunID("acme", "app", c.name))
 			for _, p := range []string{dir, dir + ".bot"} {
 				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("a refused launch left %s: %v", p, err)

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,25 +46,15 @@ const MaxOutboxAttempts = delivery.MaxOutboxAttempts
 // just before a crash is not posted twice; everything else is rendered
 // from the store, so performing a row again is harmless.
 type Relay struct {
-	Store   OutboxStore
-	Replies *Commenter
-	Log     *slog.Logger
-	// Poll is how often due rows are looked for (rows retried later
-	// become due without a wake-up).
-	Poll time.Duration
-	// StatusEvery bounds the edits of a run's status comment for progress
-	// (steps done): at most one per StatusEvery. State changes (a question,
-	// a pause, the end) come through the outbox and are shown at once.
-	StatusEvery time.Duration
-	// OnEnded, when set, is called for each end of a PR run once the end
-	// is shown (serve clears the workspace and starts the next queued run);
-	// an error retries the row.
-	OnEnded func(ctx context.Context, run *engine.Run) error
-	// Failpoint, when set, is called with FailOutboxPerformed after each
-	// row is performed, before it is marked done, for crash tests.
-	Failpoint func(name string)
-	wake      chan struct{}
-	now       func() time.Time
+	store       OutboxStore
+	replies     *Commenter
+	log         *slog.Logger
+	poll        time.Duration
+	statusEvery time.Duration
+	onEnded     func(ctx context.Context, run *engine.Run) error
+	failpoint   func(name string)
+	wake        chan struct{}
+	now         func() time.Time
 
 	checksRefused atomic.Bool // GitHub refused a check run; said once
 
@@ -75,14 +66,41 @@ type Relay struct {
 	progress map[string]*progress
 }
 
-// NewRelay returns a relay polling every second and showing progress at
-// most every 10 seconds per run.
-func NewRelay(st OutboxStore, replies *Commenter, log *slog.Logger) *Relay {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+// RelayOptions configure a Relay. Store and Replies are required.
+type RelayOptions struct {
+	Store   OutboxStore
+	Replies *Commenter
+	// Log receives the relay's logs; nil means none.
+	Log *slog.Logger
+	// Poll is how often due rows are looked for (rows retried later
+	// become due without a wake-up); 0 means a second.
+	Poll time.Duration
+	// StatusEvery bounds the edits of a run's status comment for progress
+	// (steps done): at most one per StatusEvery; 0 means 10 seconds. State
+	// changes (a question, a pause, the end) come through the outbox and
+	// are shown at once.
+	StatusEvery time.Duration
+	// OnEnded, when set, is called for each end of a PR run once the end
+	// is shown (serve clears the workspace and starts the next queued run);
+	// an error retries the row.
+	OnEnded func(ctx context.Context, run *engine.Run) error
+	// Failpoint, when set, is called with FailOutboxPerformed after each
+	// row is performed, before it is marked done, for crash tests.
+	Failpoint func(name string)
+}
+
+// The relay's pace by default.
+const (
+	defaultRelayPoll   = time.Second
+	defaultStatusEvery = 10 * time.Second
+)
+
+// NewRelay returns the relay of one App's outbox rows.
+func NewRelay(o RelayOptions) *Relay {
 	return &Relay{
-		Store: st, Replies: replies, Log: log, Poll: time.Second, StatusEvery: 10 * time.Second,
+		store: o.Store, replies: o.Replies, log: cmpLog(o.Log),
+		poll: cmp.Or(o.Poll, defaultRelayPoll), statusEvery: cmp.Or(o.StatusEvery, defaultStatusEvery),
+		onEnded: o.OnEnded, failpoint: o.Failpoint,
 		wake: make(chan struct{}, 1), now: time.Now,
 		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{}, progress: map[string]*progress{},
 	}
@@ -103,7 +121,7 @@ func (r *Relay) SyncTouched(ctx context.Context) {
 	now := r.now()
 	var due []string
 	for id := range r.touched {
-		if now.Sub(r.synced[id]) >= r.StatusEvery {
+		if now.Sub(r.synced[id]) >= r.statusEvery {
 			due = append(due, id)
 			delete(r.touched, id)
 		}
@@ -111,13 +129,13 @@ func (r *Relay) SyncTouched(ctx context.Context) {
 	r.mu.Unlock()
 	slices.Sort(due)
 	for _, id := range due {
-		run, err := r.Store.Run(ctx, id)
+		run, err := r.store.Run(ctx, id)
 		if err != nil || !onPR(run) {
 			continue
 		}
 		if err := r.syncNow(ctx, id); err != nil && ctx.Err() == nil {
 			// Progress is best effort; the next state change syncs again.
-			r.Log.Warn("updating a run's status comment failed", "run", id, "err", err)
+			r.log.Warn("updating a run's status comment failed", "run", id, "err", err)
 		}
 	}
 }
@@ -142,12 +160,12 @@ func onPR(run *engine.Run) bool {
 // Release makes the postponed outbox rows of installation's runs due now
 // (it is back: App.Installations' OnRelease), and wakes the relay.
 func (r *Relay) Release(ctx context.Context, installation int64) error {
-	core := delivery.Relay{Channel: "github", Store: r.Store, Now: r.now}
+	core := delivery.Relay{Channel: "github", Store: r.store, Now: r.now}
 	runs := map[string]bool{}
 	err := core.Release(ctx, func(row engine.OutboxRow) (bool, error) {
 		mine, seen := runs[row.RunID]
 		if !seen {
-			run, err := r.Store.Run(ctx, row.RunID)
+			run, err := r.store.Run(ctx, row.RunID)
 			if err != nil && !errors.Is(err, engine.ErrNotFound) {
 				return false, err
 			}
@@ -173,7 +191,7 @@ func (r *Relay) Wake() {
 
 // Run performs due rows until ctx ends.
 func (r *Relay) Run(ctx context.Context) {
-	tick := time.NewTicker(r.Poll)
+	tick := time.NewTicker(r.poll)
 	defer tick.Stop()
 	for {
 		r.Drain(ctx)
@@ -189,9 +207,9 @@ func (r *Relay) Run(ctx context.Context) {
 
 // Drain performs every row due now, in order (delivery.Relay).
 func (r *Relay) Drain(ctx context.Context) {
-	core := delivery.Relay{Channel: "github", Store: r.Store, Perform: r.perform, Log: r.Log, Now: r.now}
-	if r.Failpoint != nil {
-		core.Failpoint = func() { r.Failpoint(FailOutboxPerformed) }
+	core := delivery.Relay{Channel: "github", Store: r.store, Perform: r.perform, Log: r.log, Now: r.now}
+	if r.failpoint != nil {
+		core.Failpoint = func() { r.failpoint(FailOutboxPerformed) }
 	}
 	core.Drain(ctx)
 }
@@ -201,7 +219,7 @@ func (r *Relay) Drain(ctx context.Context) {
 // the status comment, the question comments and the check run. Rows of
 // runs not started from a PR are done.
 func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
-	run, err := r.Store.Run(ctx, row.RunID)
+	run, err := r.store.Run(ctx, row.RunID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil
 	}
@@ -212,7 +230,7 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 		return nil
 	}
 	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionPosted || row.Kind == engine.OutboxRunPaused) {
-		ix, err := r.Store.Interaction(ctx, row.RunID, row.InteractionID)
+		ix, err := r.store.Interaction(ctx, row.RunID, row.InteractionID)
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return err
 		}
@@ -228,8 +246,8 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	if err := r.syncNow(ctx, run.ID); err != nil {
 		return err
 	}
-	if r.OnEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
-		return r.OnEnded(ctx, run)
+	if r.onEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
+		return r.onEnded(ctx, run)
 	}
 	return nil
 }
@@ -243,7 +261,7 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 	}
 	owner, repo := t.split()
 	scope := PRScope(t.Repo, t.PR)
-	if _, err := r.Store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
+	if _, err := r.store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
 		return err
 	}
 	v, err := r.read(ctx, run.ID)
@@ -251,11 +269,11 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		return err
 	}
 	body := renderQuestion(v, ix)
-	cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, questionKey(ix.ID), body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, questionKey(ix.ID), body)
 	if err != nil {
 		return err
 	}
-	if err := r.Store.RecordPost(ctx, run.ID, ix.ID, "github", strconv.FormatInt(cm.GetID(), 10)); err != nil {
+	if err := r.store.RecordPost(ctx, run.ID, ix.ID, "github", strconv.FormatInt(cm.GetID(), 10)); err != nil {
 		return err
 	}
 	// A comment found by its marker (written before a crash) may say

@@ -257,7 +257,7 @@ func TestRelayProgressPace(t *testing.T) {
 		t.Fatalf("progress edited %d times within StatusEvery of the last sync", edits()-base)
 	}
 	step("b")
-	world.clock.Add(relay.StatusEvery)
+	world.clock.Add(relay.statusEvery)
 	relay.SyncTouched(ctx)
 	if edits() != base+1 {
 		t.Fatalf("%d edits after StatusEvery, want 1", edits()-base)
@@ -267,7 +267,7 @@ func TestRelayProgressPace(t *testing.T) {
 	}
 	// Touched without a change: nothing to edit.
 	relay.Touch(run.ID)
-	world.clock.Add(relay.StatusEvery)
+	world.clock.Add(relay.statusEvery)
 	relay.SyncTouched(ctx)
 	if edits() != base+1 {
 		t.Errorf("an unchanged status was edited")

@@ -33,7 +33,7 @@ func TestRelayScrubsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	replies := world.commenter()
-	replies.Redactor = engine.NewRedactor(secret)
+	replies.redactor = engine.NewRedactor(secret)
 	relay := world.relay(t, replies)
 	relay.Drain(ctx)
 

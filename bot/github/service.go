@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/store"
@@ -106,7 +107,7 @@ type Service struct {
 	app      *App
 	replies  *Commenter
 	relay    *Relay
-	worker   *Worker
+	worker   *delivery.Worker
 	intake   *Intake
 	launcher *Launcher
 	actions  *doorActions
@@ -121,34 +122,32 @@ type Service struct {
 // it, the bot's comments are recognised by their markers alone) and makes
 // the parts that run once Run is called, over db.
 func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Service, error) {
-	app, err := NewApp(opts.AppID, opts.PrivateKey, opts.APIURL, opts.Transport)
-	if err != nil {
-		return nil, err
-	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	app.Installations().Log = log
+	app, err := NewApp(AppOptions{ID: opts.AppID, PrivateKey: opts.PrivateKey, APIURL: opts.APIURL, Transport: opts.Transport, Log: log})
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{opts: opts, db: db, app: app, log: log, now: opts.Clock, sweepEvery: SweepEvery}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.replies = NewCommenter(app.Installation)
-	s.replies.Pace = cmp.Or(opts.WritePace, DefaultWritePace)
-	s.replies.Redactor = opts.Redactor
-	s.replies.AppID = app.ID()
-	if login, err := app.Login(ctx); err != nil {
+	login, err := app.Login(ctx)
+	if err != nil {
 		log.Warn("reading the App's login failed; the bot's comments are recognised by their markers alone", "err", err)
 	} else {
-		s.replies.Login = login
 		log.Info("GitHub App", "login", login)
 	}
-	s.relay = NewRelay(db, s.replies, log)
-	s.relay.Failpoint = opts.Failpoint
-	s.relay.OnEnded = s.ended
+	s.replies = NewCommenter(CommenterOptions{Client: app.Installation, Pace: cmp.Or(opts.WritePace, DefaultWritePace),
+		Login: login, AppID: app.ID(), Redactor: opts.Redactor})
+	s.relay = NewRelay(RelayOptions{Store: db, Replies: s.replies, Log: log, OnEnded: s.ended, Failpoint: opts.Failpoint})
 	gitURL := strings.TrimRight(cmp.Or(opts.GitURL, DefaultGitURL), "/")
-	s.launcher = &Launcher{
+	// The engine's doors reach the launcher and the handler once Run is
+	// given them, before the first delivery is handled.
+	s.actions = &doorActions{}
+	s.launcher = NewLauncher(LauncherOptions{
 		Fetch: func(ctx context.Context, inst int64, owner, repo, path, ref string) ([]byte, error) {
 			c, err := app.Installation(inst)
 			if err != nil {
@@ -166,13 +165,15 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 			}
 			return err == nil, err
 		},
-	}
-	// The engine's doors reach the handler once Run is given them, before
-	// the first delivery is handled.
-	s.actions = &doorActions{launch: s.launcher}
+		Check: func(w *dsl.Workflow) error { return s.actions.doors.Preflight(w) },
+		Start: func(ctx context.Context, req engine.StartRequest) (*engine.Run, error) {
+			return s.actions.doors.Launch(ctx, req)
+		},
+	})
+	s.actions.launch = s.launcher
 	s.handler = NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: s.actions, Replies: s.replies,
 		Queue: db, Log: log, Installations: app.Installations()})
-	s.worker = NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
+	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
 	s.intake = NewIntake(strconv.FormatInt(opts.AppID, 10), opts.WebhookSecret, db, log, s.worker.Wake)
@@ -217,8 +218,6 @@ func (*Service) Owns(run *engine.Run) bool { return run.Trigger.Source == "githu
 // old checkouts, all through doors, until ctx ends; it returns once they
 // have all stopped. It is called once.
 func (s *Service) Run(ctx context.Context, doors Doors) {
-	s.launcher.Check = doors.Preflight
-	s.launcher.Start = doors.Launch
 	s.actions.doors = doors
 	// An installation back (an installation event) takes up its held
 	// deliveries and comments; so does a start, since a previous process

@@ -49,8 +49,8 @@ func newTestService(t *testing.T, db *store.DB, fake *fakegithub.Server, opts Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.replies.Login != fakegithub.BotLogin {
-		t.Errorf("the Service comments as %q, want the App's login %q", s.replies.Login, fakegithub.BotLogin)
+	if s.replies.login != fakegithub.BotLogin {
+		t.Errorf("the Service comments as %q, want the App's login %q", s.replies.login, fakegithub.BotLogin)
 	}
 	return s
 }

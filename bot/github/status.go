@@ -49,7 +49,7 @@ type view struct {
 }
 
 func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
-	run, err := r.Store.Run(ctx, runID)
+	run, err := r.store.Run(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	if v.at, ok = OriginOf(run); !ok {
 		return nil, fmt.Errorf("run %s was not started from GitHub", runID)
 	}
-	if v.ixs, err = r.Store.Interactions(ctx, runID); err != nil {
+	if v.ixs, err = r.store.Interactions(ctx, runID); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -72,7 +72,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	}
 	after := p.after
 	r.mu.Unlock()
-	events, err := r.Store.Events(ctx, runID, after, 0)
+	events, err := r.store.Events(ctx, runID, after, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -80,19 +80,19 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	p.add(events)
 	v.done, v.current, v.warning = p.done, p.current(), p.warning
 	r.mu.Unlock()
-	raw, err := r.Store.Checkpoint(ctx, runID)
+	raw, err := r.store.Checkpoint(ctx, runID)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return nil, err
 	}
 	if v.snap, err = engine.ReadSnapshot(raw); err != nil {
 		// A checkpoint this build cannot read still has a status to show.
-		r.Log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
+		r.log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
 		v.snap, _ = engine.ReadSnapshot(nil)
 	}
-	if v.numbers, err = r.Store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.PR), runID); err != nil {
+	if v.numbers, err = r.store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.PR), runID); err != nil {
 		return nil, err
 	}
-	if v.posts, err = r.Store.RunPosts(ctx, runID); err != nil {
+	if v.posts, err = r.store.RunPosts(ctx, runID); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -124,7 +124,7 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 	} else if err := r.edit(ctx, v, atoi64(id), statusKey(v.run.ID), body); errors.Is(err, ErrCommentGone) {
 		// Someone deleted the status comment: it is posted again, and the
 		// rest of the update goes on.
-		r.Log.Info("the run's status comment was deleted; posting it again", "run", v.run.ID, "comment", id)
+		r.log.Info("the run's status comment was deleted; posting it again", "run", v.run.ID, "comment", id)
 		if err := r.postStatus(ctx, v, body); err != nil {
 			return err
 		}
@@ -138,7 +138,7 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 		}
 		err := r.edit(ctx, v, atoi64(id), questionKey(ix.ID), renderQuestion(v, ix))
 		if errors.Is(err, ErrCommentGone) {
-			r.Log.Info("a question's comment was deleted; posting it again", "run", v.run.ID, "question", ix.ID, "comment", id)
+			r.log.Info("a question's comment was deleted; posting it again", "run", v.run.ID, "question", ix.ID, "comment", id)
 			err = r.postQuestion(ctx, v.run, ix)
 		}
 		if err != nil {
@@ -149,7 +149,7 @@ func (r *Relay) sync(ctx context.Context, runID string) error {
 	if errors.Is(err, ErrChecksForbidden) {
 		// Check runs are the lesser half: say it once, keep the comments.
 		if r.checksRefused.CompareAndSwap(false, true) {
-			r.Log.Warn("check runs are skipped", "err", err)
+			r.log.Warn("check runs are skipped", "err", err)
 		}
 		return nil
 	}
@@ -162,22 +162,22 @@ func (r *Relay) postStatus(ctx context.Context, v *view, body string) error {
 	t := v.at
 	owner, repo := t.split()
 	key := statusKey(v.run.ID)
-	cm, err := r.Replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
 	if err != nil {
 		return err
 	}
 	id := strconv.FormatInt(cm.GetID(), 10)
-	if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusComment, id); err != nil {
+	if err := r.store.SetRunPost(ctx, v.run.ID, postStatusComment, id); err != nil {
 		return err
 	}
 	v.posts[postStatusComment] = id
 	if cm.GetHTMLURL() != "" {
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postStatusURL, cm.GetHTMLURL()); err != nil {
+		if err := r.store.SetRunPost(ctx, v.run.ID, postStatusURL, cm.GetHTMLURL()); err != nil {
 			return err
 		}
 		v.posts[postStatusURL] = cm.GetHTMLURL()
 	}
-	if cm.GetBody() == r.Replies.text(key, body) {
+	if cm.GetBody() == r.replies.text(key, body) {
 		r.remember(key, body) // just written: no edit with the same body
 		return nil
 	}
@@ -195,7 +195,7 @@ func (r *Relay) edit(ctx context.Context, v *view, id int64, key, body string) e
 	}
 	t := v.at
 	owner, repo := t.split()
-	if err := r.Replies.Edit(ctx, t.Installation, owner, repo, id, key, body); err != nil {
+	if err := r.replies.Edit(ctx, t.Installation, owner, repo, id, key, body); err != nil {
 		return err
 	}
 	r.remember(key, body)
@@ -259,25 +259,25 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	if id == 0 {
 		var err error
 		ext := v.run.ID + "/" + strconv.FormatInt(phase, 10)
-		if id, created, err = r.Replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
+		if id, created, err = r.replies.EnsureCheckRun(ctx, t.Installation, owner, repo, t.HeadSHA, name, ext, want, out); err != nil {
 			return err
 		}
 		// The id first: after a crash between the two, the old phase leads
 		// to this check run again by its external id.
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckRun, strconv.FormatInt(id, 10)); err != nil {
+		if err := r.store.SetRunPost(ctx, v.run.ID, postCheckRun, strconv.FormatInt(id, 10)); err != nil {
 			return err
 		}
-		if err := r.Store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
+		if err := r.store.SetRunPost(ctx, v.run.ID, postCheckPhase, strconv.FormatInt(phase, 10)); err != nil {
 			return err
 		}
 	}
 	// A check run found after a crash may be in an older state.
 	if !created {
-		if err := r.Replies.UpdateCheckRun(ctx, t.Installation, owner, repo, id, name, want, out); err != nil {
+		if err := r.replies.UpdateCheckRun(ctx, t.Installation, owner, repo, id, name, want, out); err != nil {
 			return err
 		}
 	}
-	return r.Store.SetRunPost(ctx, v.run.ID, postCheckState, want.String())
+	return r.store.SetRunPost(ctx, v.run.ID, postCheckState, want.String())
 }
 
 // statusLook is how a status is shown: a title and its icon.

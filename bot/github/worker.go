@@ -1,14 +1,9 @@
 package github
 
-import (
-	"context"
-	"log/slog"
-
-	"github.com/iterion-bot/iterion/bot/delivery"
-)
+import "github.com/iterion-bot/iterion/bot/delivery"
 
 // The GitHub channel's deliveries are handled by the channel-neutral
-// worker of bot/delivery; these names are kept for its callers.
+// worker of bot/delivery; these names are the channel's.
 
 // Failpoints of the GitHub channel, for crash tests.
 const (
@@ -23,11 +18,3 @@ const (
 // MaxAttempts bounds how often a delivery is tried while handling keeps
 // failing for a while; GitHub's own rate limits are waited out.
 const MaxAttempts = delivery.MaxAttempts
-
-// Worker handles stored deliveries (delivery.Worker).
-type Worker = delivery.Worker
-
-// NewWorker returns a worker running at most size handlers at once.
-func NewWorker(q delivery.Queue, size int, log *slog.Logger, handle func(ctx context.Context, d delivery.Delivery) error) *Worker {
-	return delivery.NewWorker(q, size, log, handle)
-}

@@ -82,7 +82,7 @@ func (w *world) commenter() *Commenter {
 
 // relay is a relay over the world's store, posting with cm.
 func (w *world) relay(t *testing.T, cm *Commenter) *Relay {
-	r := NewRelay(w.db, cm, testLog(t))
+	r := NewRelay(RelayOptions{Store: w.db, Replies: cm, Log: testLog(t)})
 	r.now = w.clock.Now
 	return r
 }
