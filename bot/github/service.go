@@ -275,12 +275,12 @@ func (s *Service) reconcile(ctx context.Context) {
 func reconcileAtStart(ctx context.Context, h *Handler, log *slog.Logger) {
 	for attempt := 1; ; attempt++ {
 		n, err := h.Reconcile(ctx)
-		if n > 0 {
-			log.Info("applied answers written on pull requests while the server was down", "comments", n)
-		}
 		var later *RetryLater
 		switch {
-		case err == nil || ctx.Err() != nil:
+		case err == nil:
+			log.Info("answers written on pull requests while the server was down are applied", "comments", n)
+			return
+		case ctx.Err() != nil:
 			return
 		case errors.As(err, &later) && attempt < reconcileAttempts:
 			log.Warn("reading the answers written while the server was down is postponed", "retry_in", later.After, "err", err)

@@ -567,3 +567,66 @@ func assertPostedOnce(t *testing.T, h *ghHarness, runID string) {
 		t.Errorf("check runs = %+v, want one, successful", cr)
 	}
 }
+
+// serve dies after acknowledging an answer comment and before handling
+// it. At the restart two paths meet the same comment at once: the worker
+// handles the stored delivery, and the start-up reconciliation reads the
+// comments written since the question was asked. The answer is recorded
+// once, the comment gets one 👍, and no reply is written twice.
+func TestGitHubRestartBetweenAnswerDeliveryAndReconciliation(t *testing.T) {
+	t.Parallel()
+	h := newGHHarness(t, map[string]string{"workflows/review.bot": asyncWorkflow})
+	// The run command is the first delivery handled, the answer the second.
+	wait := h.startChild(ghbot.FailDeliveryHandling + ":2")
+	h.comment("ana", "/iterion run review")
+	runID := h.startedRun()
+	h.botComment("**Question Q2**")
+	h.waitNodeStarted(runID, "gate")
+	ans := h.comment("ana", "/iterion answer Q1 MIT")
+	if !wait() {
+		t.Fatal("serve was not killed before handling the answer")
+	}
+	if slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", ans)) {
+		t.Fatal("the answer was handled before the failpoint")
+	}
+
+	h.startChild("")
+	// Both paths have acted once the reconciliation says it is done and
+	// the stored delivery is handled.
+	h.logs.waitFor(t, 30*time.Second, "answers written on pull requests while the server was down are applied")
+	h.fake.WaitFor(30*time.Second, "👍 on the answer", func() bool {
+		return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", ans))
+	})
+	h.waitDeliveriesHandled()
+	q1 := runID + "_draft_async_1"
+	if got := h.pendingIDs(runID); slices.Contains(got, q1) {
+		t.Fatalf("Q1 still pending after the restart: %v", got)
+	}
+	reactions := 0
+	for _, r := range h.fake.Reactions() {
+		if r == fmt.Sprintf("%d:+1", ans) {
+			reactions++
+		}
+	}
+	if reactions != 1 {
+		t.Errorf("%d 👍 on the answer, want 1 (%v)", reactions, h.fake.Reactions())
+	}
+	if n := len(h.fake.BotComments(7, fmt.Sprintf("<!-- iterion:comment-%d -->", ans))); n != 1 {
+		t.Errorf("%d replies to the answer comment, want 1", n)
+	}
+	answered := 0
+	for _, ev := range h.events(runID) {
+		if ev.Type == engine.EventInteractionAnswered && ev.Data["interaction_id"] == q1 {
+			answered++
+		}
+	}
+	if answered != 1 {
+		t.Errorf("Q1 answered %d times in the run's events, want 1", answered)
+	}
+
+	h.comment("ana", "/iterion answer Q2 1.26")
+	final := h.finished(runID)
+	if strings.Count(final.Body, "MIT") != 1 {
+		t.Errorf("the published readme holds the answer to Q1 %d times:\n%s", strings.Count(final.Body, "MIT"), final.Body)
+	}
+}

@@ -166,6 +166,7 @@ func (h *ghHarness) startChild(failpoint string) (wait func() bool) {
 	cmd := child(h.t, failpoint, "serve", "--addr", "127.0.0.1:0", "--store-dir", h.store)
 	cmd.Env = append(cmd.Env, h.env...)
 	logs := &lockedBuffer{}
+	h.logs = logs
 	cmd.Stderr = logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
