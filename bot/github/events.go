@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	gh "github.com/google/go-github/v62/github"
@@ -88,6 +89,16 @@ func Decode(event string, payload []byte) (Trigger, error) {
 	if err != nil {
 		return Trigger{}, fmt.Errorf("decode the %s payload: %w", event, err)
 	}
+	t, err := decode(event, ev)
+	if err == nil && t.Sender != "" && !validSender(t.Sender) {
+		// The sender's login reaches API paths too (the permission check).
+		return Trigger{}, ignored("the payload's sender %q is no GitHub login", t.Sender)
+	}
+	return t, err
+}
+
+// decode turns a parsed payload into its trigger.
+func decode(event string, ev any) (Trigger, error) {
 	switch e := ev.(type) {
 	case *gh.IssueCommentEvent:
 		return decodeComment(e)
@@ -118,6 +129,12 @@ var (
 	accountName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
 	repoName    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 )
+
+// validSender reports whether login is a GitHub login: an account's, or
+// an App's bot ("dependabot[bot]").
+func validSender(login string) bool {
+	return accountName.MatchString(strings.TrimSuffix(login, "[bot]"))
+}
 
 // validRepo reports whether owner/name are names GitHub gives.
 func validRepo(owner, name string) bool {

@@ -68,6 +68,11 @@ func TestDecode(t *testing.T) {
 		{name: "edited", event: "issue_comment", payload: strings.Replace(string(comment), `"created"`, `"edited"`, 1), ignored: "comment edited"},
 		{name: "issue not PR", event: "issue_comment", payload: strings.Replace(string(comment), `, "pull_request": {"url": "https://api.github.test/repos/acme/app/pulls/7"}`, "", 1), ignored: "not a pull request"},
 		{name: "bot comment", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"type": "User"`, `"type": "Bot"`), ignored: "by the bot"},
+		{name: "sender is no login", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"login": "ana"`, `"login": "../../../orgs/acme"`), ignored: "is no GitHub login"},
+		{name: "pr by a bot", event: "pull_request", payload: strings.Replace(prOpened, `"login": "ana", "type": "User"`, `"login": "dependabot[bot]", "type": "Bot"`, 1), want: Trigger{
+			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "dependabot[bot]", PR: 9, Action: "opened", HeadSHA: "abc123", HeadRef: "feature",
+		}},
 		{name: "no installation", event: "issue_comment", payload: strings.Replace(string(comment), `"installation": {"id": 42},`, "", 1), ignored: "a repository webhook"},
 		{name: "pr opened", event: "pull_request", payload: prOpened, want: Trigger{
 			Kind: TriggerPullRequest, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",

@@ -353,8 +353,9 @@ func TestServeGitHubHiddenCommands(t *testing.T) {
 	}
 }
 
-// A payload naming a repository that is no GitHub name ("../../etc") is
-// acknowledged and ignored: nothing reaches an API path with the token.
+// A payload naming a repository or a sender that is no GitHub name
+// ("../../etc") is acknowledged and ignored: nothing reaches an API path
+// with the token.
 func TestServeGitHubTraversalInRepoName(t *testing.T) {
 	t.Parallel()
 	h := newGHHarness(t, nil)
@@ -364,7 +365,10 @@ func TestServeGitHubTraversalInRepoName(t *testing.T) {
 		t.Fatal("the payload was not changed")
 	}
 	h.deliverEvent("issue_comment", "traversal", payload)
-	h.comment("ana", "/iterion help") // handled after it
+	// The sender's login reaches the permission check's path.
+	sender := bytes.ReplaceAll(commentPayload(4243, "ana", "/iterion run review"), []byte(`"login":"ana"`), []byte(`"login":"../../../etc"`))
+	h.deliverEvent("issue_comment", "traversal-sender", sender)
+	h.comment("ana", "/iterion help") // handled after them
 	h.botComment("iterion commands, each on its own line")
 	for _, c := range h.fake.Calls() {
 		if strings.Contains(c.Path, "..") || strings.Contains(c.Path, "/etc") {
