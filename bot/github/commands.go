@@ -1,6 +1,3 @@
-// Package github is iterion's GitHub channel. This file parses the
-// `/iterion …` commands people write in pull-request comments; the
-// webhook intake, App authentication and PR comments build on it.
 package github
 
 import (
