@@ -58,3 +58,4 @@ fuzz:
 	$(GO) test ./bot/repoconfig -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/iterion -run '^$$' -fuzz '^FuzzServeConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/pi/rpc -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/permission -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME)
