@@ -177,6 +177,15 @@ const (
 	LoopMaxTooSmall Code = "C026"
 	// BadReasoningEffort (C027): reasoning_effort outside its values.
 	BadReasoningEffort Code = "C027"
+	// BadPermission (C110): permission: not off, ask or deny, or an
+	// allow/ask/deny rule that does not parse.
+	BadPermission Code = "C110"
+	// PermissionRulesInert (C111, warning): allow rules under permission:
+	// off, which allows everything anyway.
+	PermissionRulesInert Code = "C111"
+	// ToolPermissionInert (C112, warning): permission: on a tool node,
+	// which runs a fixed command.
+	ToolPermissionInert Code = "C112"
 	// UnknownOutputNode (C029): {{outputs.X}} where X is no node.
 	UnknownOutputNode Code = "C029"
 	// UnknownOutputField (C031): {{outputs.X.f}} where f is not in X's

@@ -153,6 +153,12 @@ type compiler struct {
 	sink *diagSink
 	w    *Workflow
 
+	// wfPermission and nodePermission are the permission declarations of
+	// the workflow and of each agent and judge, resolved together once all
+	// are read.
+	wfPermission   permissionDecl
+	nodePermission map[string]permissionDecl
+
 	schemaDecls map[string]*SchemaDecl
 	promptDecls map[string]*PromptDecl
 	nodeDecls   map[string]*NodeDecl
@@ -253,6 +259,7 @@ func (o Options) Compile(f *File) (*Workflow, Diagnostics) {
 		loopFirst:        map[string]*LoopClause{},
 		computeKeys:      map[string][]string{},
 		fallbackBackends: map[string][]namedValue{},
+		nodePermission:   map[string]permissionDecl{},
 		outputSets:       map[*Node]*fieldSet{},
 		inputSets:        map[*Node]*fieldSet{},
 		promptRefs:       map[*PromptDecl][]siteRef{},
@@ -270,6 +277,7 @@ func (o Options) Compile(f *File) (*Workflow, Diagnostics) {
 	c.compilePresets()
 	c.compileDefaults()
 	c.compileNodes()
+	c.compilePermissions()
 	c.compileWorkflow()
 	if c.wf != nil {
 		c.checkGraph()

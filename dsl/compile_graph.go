@@ -35,6 +35,9 @@ func (c *compiler) compileDefaults() {
 	if p := props["interaction"]; p != nil {
 		c.w.Interaction = c.interaction(p)
 	}
+	if c.wf != nil {
+		c.wfPermission = c.permissionProps(props, fmt.Sprintf("workflow %q", c.wf.Name.Name))
+	}
 	if p := props["sandbox"]; p != nil {
 		c.w.Sandbox = c.sandboxDecl(p, fmt.Sprintf("workflow %q", c.wf.Name.Name),
 			fmt.Sprintf("the processes of every node of workflow %q without a sandbox of its own", c.wf.Name.Name))

@@ -31,12 +31,18 @@ func (c *compiler) compileNodes() {
 		switch n.Kind {
 		case NodeAgent, NodeJudge:
 			n.LLM = c.llmProps(n, d, props)
+			c.nodePermission[n.ID] = c.permissionProps(props, fmt.Sprintf("%s %q", n.Kind, n.ID))
+			if p := props["readonly"]; p != nil {
+				n.LLM.ReadOnly, _ = c.boolProp(p)
+			}
 		case NodeHuman:
 			c.humanProps(n, d, props)
 		case NodeRouter:
 			c.routerProps(n, d, props)
 		case NodeTool:
 			c.timeoutProp(n, props["timeout"])
+			c.permissionProps(map[string]*Property{"permission": props["permission"]}, fmt.Sprintf("tool %q", n.ID))
+			c.toolPermission(n, props["permission"])
 			n.Tool = &Tool{}
 			if p := props["command"]; p != nil {
 				if lit, ok := p.Value.(*StringLit); ok {

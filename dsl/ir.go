@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/dsl/expr"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // The intermediate representation: what a workflow means, resolved and
@@ -446,6 +447,14 @@ type LLM struct {
 	ReasoningEffort string
 	// Multi lets an llm router pick several edges.
 	Multi bool
+	// Permission is the node's tool-call policy (its own permission: and
+	// rule lists over the workflow's); nil when nothing declares one.
+	// PermissionModeSet reports whether a mode was written, so the
+	// server's default (ITERION_PERMISSION) applies otherwise.
+	Permission        *permission.Policy
+	PermissionModeSet bool
+	// ReadOnly gives the node read-only tools and a read-only workspace.
+	ReadOnly bool
 }
 
 // Human is the configuration of a human node.

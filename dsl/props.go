@@ -17,8 +17,8 @@ var llmProps = map[string]bool{
 	"tool_max_steps": true, "max_tokens": true, "reasoning_effort": true, "timeout": true, "await": true,
 	"fallbacks": false, "provider": false, "command": false, "artifact_labels": false,
 	"interaction_prompt": false, "interaction_model": false, "tool_policy": false, "capabilities": false,
-	"skills": false, "permission": false, "mcp": false, "compaction": false,
-	"compress": false, "needs": false, "readonly": false, "full_access": false, "images": false,
+	"skills": false, "permission": true, "allow": true, "ask": true, "deny": true, "mcp": false, "compaction": false,
+	"compress": false, "needs": false, "readonly": true, "full_access": false, "images": false,
 	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
 }
 
@@ -40,7 +40,7 @@ var nodeProps = map[string]map[string]bool{
 	"tool": {
 		"command": true, "input": true, "output": true, "publish": true, "await": true, "timeout": true,
 		"description": true, "sandbox": true,
-		"script": false, "language": false, "action": false, "needs": false, "permission": false,
+		"script": false, "language": false, "action": false, "needs": false, "permission": true,
 		"parallel_safe": false, "goal": false, "postcondition": false, "policy": false,
 		"recovery": false, "artifact_labels": false,
 	},
@@ -59,7 +59,7 @@ var workflowProps = map[string]bool{
 	"description": true, "sandbox": true,
 	"worktree": false, "resources": false, "attachments": false, "tool_policy": false,
 	"capabilities": false, "skills": false, "mcp": false, "compaction": false, "compress": false,
-	"permission": false, "allow": false, "ask": false, "deny": false,
+	"permission": true, "allow": true, "ask": true, "deny": true,
 	"loop_budget_guard": false, "repo_devbox": false, "workspace_checkpoint": false,
 	"auto_memory": false,
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iterion-bot/iterion/engine/permission"
 	"time"
 )
 
@@ -60,6 +61,16 @@ type Task struct {
 	Run func(ctx context.Context, p *Process) (*ProcessResult, error)
 	// Interaction is the node's interaction mode.
 	Interaction string
+	// Permission decides each tool call the agent makes (nil: all run).
+	// A backend asks it before every call of a tool of its own and of the
+	// CLI it drives: Refuse is a refused call the agent reads about, and
+	// AskPerson is a blocking question (a *NeedsInteractionError) whose
+	// answer decides the call.
+	Permission *permission.Policy
+	// ReadOnly: the node must not change the workspace. The backend offers
+	// no tool that writes (write, edit, a shell), and Run and Exec mount
+	// the workspace read-only.
+	ReadOnly bool
 
 	// InboxDrain returns the messages queued for this node since the last
 	// call (async answers, operator notes). Backends call it between turns

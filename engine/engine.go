@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iterion-bot/iterion/engine/permission"
 	"io"
 	"log/slog"
 	"maps"
@@ -59,6 +60,9 @@ type Options struct {
 	// MaxParallelBranches bounds the branches of a fan_out_all that run at
 	// once when the workflow's budget does not. 0 means four per core.
 	MaxParallelBranches int
+	// Permission is the permission mode of the agents whose workflow
+	// writes none (ITERION_PERMISSION); the zero value is off.
+	Permission permission.Mode
 	// Redactor scrubs the server's secret values from what the engine
 	// stores for people to read (failure messages, events, outbox rows,
 	// questions, node outputs and so artifacts), from the events OnEvent
@@ -119,6 +123,8 @@ type Engine struct {
 	sandbox  Sandbox
 	parallel int
 	quota    int64
+	// permission is the mode of agents whose workflow writes none.
+	permission permission.Mode
 
 	// loadWorkflow loads a stored run's workflow for the resumes the
 	// engine starts by itself; nil means compiling the run's file.
@@ -142,7 +148,7 @@ func New(opts Options) *Engine {
 		bell: newDoorbell(), changes: &changeBells{}, running: map[string]*execution{}, onEvent: opts.OnEvent, failAt: opts.Failpoint,
 		sandbox: opts.Sandbox, parallel: opts.MaxParallelBranches, quota: opts.WorkspaceQuota,
 		loadWorkflow: opts.Workflow, parkGates: opts.ParkGates, workDir: opts.WorkDir,
-		maxStored: opts.MaxStoredBytes,
+		maxStored: opts.MaxStoredBytes, permission: opts.Permission,
 	}
 	if e.parallel <= 0 {
 		e.parallel = 4 * runtime.NumCPU()

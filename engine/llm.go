@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iterion-bot/iterion/engine/permission"
 	"slices"
 	"strings"
 	"time"
@@ -56,15 +57,26 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		System: system, User: user,
 		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
+		Permission: n.LLM.Permission, ReadOnly: n.LLM.ReadOnly,
+	}
+	if !n.LLM.PermissionModeSet && rs.e.permission != permission.Off {
+		// The server's default mode, over the workflow's rules.
+		p := permission.Policy{Mode: rs.e.permission}
+		if n.LLM.Permission != nil {
+			p = *n.LLM.Permission
+			p.Mode = rs.e.permission
+		}
+		task.Permission = &p
 	}
 	if rs.e.sandbox != nil {
 		task.Exec = func(ctx context.Context, argv []string) (*ProcessResult, error) {
 			// Bounded here too: a backend cuts what it shows its model.
-			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir, MaxStdout: 1 << 20, MaxStderr: 1 << 20})
+			return rs.e.sandbox.Run(ctx, &Process{Workflow: rs.w, Node: n, Argv: argv, Dir: rs.workdir, ReadOnly: n.LLM.ReadOnly, MaxStdout: 1 << 20, MaxStderr: 1 << 20})
 		}
 		task.Run = func(ctx context.Context, p *Process) (*ProcessResult, error) {
 			q := *p
 			q.Workflow, q.Node, q.Dir = rs.w, n, rs.workdir
+			q.ReadOnly = q.ReadOnly || n.LLM.ReadOnly
 			return rs.e.sandbox.Run(ctx, &q)
 		}
 	}

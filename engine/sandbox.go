@@ -74,6 +74,8 @@ type Process struct {
 	Argv []string
 	// Dir is the run's workspace: read-write, and the working directory.
 	Dir string
+	// ReadOnly mounts Dir read-only (a readonly: node's processes).
+	ReadOnly bool
 	// Env is what the process gets beyond the sandbox's own allowlist
 	// (PATH, HOME, LANG, TERM): template values, a backend's provider
 	// variables. Never the server's environment.

@@ -324,7 +324,11 @@ func (b *Bwrap) args(s *Spec, home string, copied []string) []string {
 	} else {
 		a = append(a, "--bind", s.Home, s.Home)
 	}
-	a = append(a, "--bind", s.Dir, s.Dir)
+	if s.ReadOnlyDir {
+		a = append(a, "--ro-bind", s.Dir, s.Dir)
+	} else {
+		a = append(a, "--bind", s.Dir, s.Dir)
+	}
 	for _, m := range s.Mounts {
 		t := m.Target
 		if t == "" {

@@ -219,7 +219,7 @@ func (d *Docker) runArgs(s *Spec, name, home string, env []string) ([]string, er
 	if s.Home == "" {
 		a = append(a, "--tmpfs", home+":rw,exec,mode=1777"+size)
 	}
-	binds := []Mount{{Source: s.Dir, Writable: true}}
+	binds := []Mount{{Source: s.Dir, Writable: !s.ReadOnlyDir}}
 	if s.Home != "" {
 		binds = append(binds, Mount{Source: s.Home, Writable: true})
 	}

@@ -63,6 +63,9 @@ func (h *Host) Start(ctx context.Context, s Spec) (*Process, error) {
 	if err := checkSpec(&s); err != nil {
 		return nil, err
 	}
+	if s.ReadOnlyDir {
+		return nil, fmt.Errorf("sandbox: the host driver cannot make the workspace %s read-only; run read-only agents under bwrap or docker", s.Dir)
+	}
 	for _, m := range s.Mounts {
 		if m.Target != "" && filepath.Clean(m.Target) != filepath.Clean(m.Source) {
 			return nil, fmt.Errorf("sandbox: the host driver cannot show %s at %s", m.Source, m.Target)

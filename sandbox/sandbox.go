@@ -24,6 +24,9 @@ type Spec struct {
 	// the same absolute path inside the sandbox and used as the working
 	// directory. It must exist and must not be "/".
 	Dir string
+	// ReadOnlyDir binds Dir read-only (a read-only agent's workspace). The
+	// host driver cannot enforce it and refuses it.
+	ReadOnlyDir bool
 
 	// Home, when set, is an absolute host directory bound read-write at the
 	// same path inside and used as HOME (for example a per-workspace home

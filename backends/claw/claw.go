@@ -148,7 +148,20 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		if conv, err = decodeConversation(task.ResumeConversation); err != nil {
 			return nil, engine.NewBackendError(engine.CodeResumeInvalid, false, err)
 		}
-		conv.add("user", toolResult(task.ResumePendingToolUseID, task.ResumeAnswer, false))
+		if conv.PermissionAsked != "" && conv.PermissionAsked == task.ResumePendingToolUseID {
+			res, err := b.resumePermission(ctx, task, tools, conv)
+			var need *engine.NeedsInteractionError
+			if errors.As(err, &need) {
+				need.Conversation = conv.encode()
+				return nil, need
+			}
+			if err != nil {
+				return nil, err
+			}
+			conv.add("user", res)
+		} else {
+			conv.add("user", toolResult(task.ResumePendingToolUseID, task.ResumeAnswer, false))
+		}
 	} else {
 		conv.add("user", textBlock(task.User))
 	}

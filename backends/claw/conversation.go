@@ -10,6 +10,9 @@ import (
 type Conversation struct {
 	System   string    `json:"system"`
 	Messages []Message `json:"messages"`
+	// PermissionAsked is the id of the tool call the run paused on to ask
+	// a person whether it may run; the answer decides it on resume.
+	PermissionAsked string `json:"permission_asked,omitempty"`
 }
 
 // Message is one turn: role "user" or "assistant".

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // tool is a tool offered to the model and how to run it.
@@ -48,6 +49,9 @@ var questionSchema = map[string]any{
 func (b *Backend) toolsFor(task *engine.Task) []tool {
 	var tools []tool
 	for _, name := range task.Tools {
+		if task.ReadOnly && writes(name) {
+			continue // a readonly node gets no tool that changes the workspace
+		}
 		if t, ok := b.workspaceTool(name); ok {
 			tools = append(tools, t)
 		}
@@ -80,21 +84,105 @@ func (b *Backend) runTool(ctx context.Context, task *engine.Task, tools []tool, 
 		if t.def.Name != call.Name {
 			continue
 		}
-		out, err := t.run(ctx, task, conv, call, input)
-		var need *engine.NeedsInteractionError
-		if errors.As(err, &need) {
-			return Block{}, err
+		switch v := task.Permission.Decide(permission.Call{Tool: call.Name, Input: input}); v.Decision {
+		case permission.Refuse:
+			return toolResult(call.ID, refusedText(v.Reason(task.Permission.Mode)), true), nil
+		case permission.AskPerson:
+			conv.PermissionAsked = call.ID
+			return Block{}, &engine.NeedsInteractionError{
+				Question: permissionQuestion(call.Name, input, v.Reason(task.Permission.Mode)),
+				Options:  permissionOptions, PendingToolUseID: call.ID,
+			}
 		}
-		if err != nil {
-			return toolResult(call.ID, err.Error(), true), nil
-		}
-		return toolResult(call.ID, out, false), nil
+		return runGranted(ctx, task, conv, t, call, input)
 	}
 	var names []string
 	for _, t := range tools {
 		names = append(names, t.def.Name)
 	}
 	return toolResult(call.ID, fmt.Sprintf("unknown tool %q; the tools here are: %s", call.Name, strings.Join(names, ", ")), true), nil
+}
+
+// runGranted runs a call the policy let through.
+func runGranted(ctx context.Context, task *engine.Task, conv *Conversation, t tool, call Block, input map[string]any) (Block, error) {
+	out, err := t.run(ctx, task, conv, call, input)
+	var need *engine.NeedsInteractionError
+	if errors.As(err, &need) {
+		return Block{}, err
+	}
+	if err != nil {
+		return toolResult(call.ID, err.Error(), true), nil
+	}
+	return toolResult(call.ID, out, false), nil
+}
+
+// writes reports whether a workspace tool can change the workspace.
+func writes(name string) bool {
+	switch name {
+	case "write_file", "edit_file", "bash":
+		return true
+	}
+	return false
+}
+
+// The options of a permission question; an answer that is not "allow"
+// refuses the call.
+var permissionOptions = []engine.Option{{ID: "allow", Label: "allow"}, {ID: "deny", Label: "deny"}}
+
+// permissionQuestion asks a person whether the agent's call may run.
+func permissionQuestion(tool string, input map[string]any, reason string) string {
+	arg, _ := json.Marshal(input)
+	if len(arg) > 2000 {
+		arg = append(arg[:2000], "…"...)
+	}
+	return fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.", tool, arg, reason)
+}
+
+func refusedText(reason string) string {
+	return fmt.Sprintf("refused by the workflow's permission policy (%s). Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", reason)
+}
+
+// resumePermission decides the call a run paused on to ask about: runs
+// it when the answer allows it, refuses it otherwise with the person's
+// words, and returns its tool_result.
+func (b *Backend) resumePermission(ctx context.Context, task *engine.Task, tools []tool, conv *Conversation) (Block, error) {
+	id := conv.PermissionAsked
+	conv.PermissionAsked = ""
+	var call *Block
+	for m := len(conv.Messages) - 1; m >= 0 && call == nil; m-- {
+		for i, blk := range conv.Messages[m].Blocks {
+			if blk.Type == "tool_use" && blk.ID == id {
+				call = &conv.Messages[m].Blocks[i]
+			}
+		}
+	}
+	answer := strings.TrimSpace(task.ResumeAnswer)
+	if call == nil {
+		return toolResult(id, "not run: the call asked about is not in the conversation", true), nil
+	}
+	if !strings.EqualFold(answer, "allow") && !strings.EqualFold(answer, "yes") {
+		text := "refused by the operator"
+		if answer != "" && !strings.EqualFold(answer, "deny") && !strings.EqualFold(answer, "no") {
+			text += ": " + answer
+		}
+		return toolResult(id, text+". Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", true), nil
+	}
+	var input map[string]any
+	if len(call.Input) > 0 {
+		if err := json.Unmarshal(call.Input, &input); err != nil {
+			return toolResult(id, fmt.Sprintf("invalid tool input: %v", err), true), nil
+		}
+	}
+	for _, t := range tools {
+		if t.def.Name == call.Name {
+			// Refused since (the workflow changed) stays refused.
+			if v := task.Permission.Decide(permission.Call{Tool: call.Name, Input: input}); v.Decision == permission.Refuse {
+				return toolResult(id, refusedText(v.Reason(task.Permission.Mode)), true), nil
+			}
+			return runGranted(ctx, task, conv, t, *call, input)
+		}
+	}
+	return toolResult(id, fmt.Sprintf("unknown tool %q", call.Name), true), nil
 }
 
 func questionInput(input map[string]any) (string, []engine.Option, *bool) {

@@ -294,3 +294,19 @@ func awaitReadmeModel(t *testing.T, c *testCLI) *fakellm.Server {
 	c.setenv("ANTHROPIC_API_KEY", "test-key")
 	return fake
 }
+
+// ITERION_PERMISSION is the mode of agents whose workflow writes none; a
+// value that is no mode stops the command with the variable named.
+func TestPermissionFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	wf := writeFile(t, "w.bot", "compute c:\n  expr:\n    x: \"1\"\n\nworkflow w:\n  entry: c\n  c -> done\n")
+	c.setenv("ITERION_PERMISSION", "maybe")
+	if code, _, errOut := c.run("run", wf, "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitError || !strings.Contains(errOut, "ITERION_PERMISSION") || !strings.Contains(errOut, "off, ask or deny") {
+		t.Errorf("ITERION_PERMISSION=maybe: exit %d, %s", code, errOut)
+	}
+	c.setenv("ITERION_PERMISSION", "deny")
+	if code, _, errOut := c.run("run", wf, "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitOK {
+		t.Errorf("ITERION_PERMISSION=deny on a workflow with no agent: exit %d, %s", code, errOut)
+	}
+}

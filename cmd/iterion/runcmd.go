@@ -20,6 +20,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/claw"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/store"
 )
@@ -102,8 +103,13 @@ func (a *App) engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxe
 	if err != nil {
 		return engine.Options{}, err
 	}
+	mode, err := permission.ParseMode(a.getenv("ITERION_PERMISSION"))
+	if err != nil {
+		return engine.Options{}, fmt.Errorf("ITERION_PERMISSION: %w", err)
+	}
 	return engine.Options{Backends: have, DefaultBackend: a.defaultBackend(have), OnEvent: onEvent, Failpoint: a.failpoint(),
-		Sandbox: sb, MaxParallelBranches: parallel, Redactor: a.envRedactor(),
+		Permission: mode,
+		Sandbox:    sb, MaxParallelBranches: parallel, Redactor: a.envRedactor(),
 		Workflow: func(_ context.Context, run *engine.Run) (*dsl.Workflow, error) {
 			return engine.LoadWorkflowFile(a.path(run.File))
 		}}, nil

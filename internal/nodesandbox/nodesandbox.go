@@ -374,15 +374,16 @@ func (s *Sandboxes) Run(ctx context.Context, p *engine.Process) (*engine.Process
 		return nil, err
 	}
 	spec := sandbox.Spec{
-		Argv:    p.Argv,
-		Dir:     dir,
-		Mounts:  append(slices.Clip(s.opts.Mounts), s.hidden(dir)...),
-		Env:     s.env(p),
-		Network: s.network(p),
-		Limits:  s.opts.Limits,
-		Stdin:   p.Stdin,
-		Stdout:  p.Stdout,
-		Stderr:  p.Stderr,
+		Argv:        p.Argv,
+		Dir:         dir,
+		Mounts:      append(slices.Clip(s.opts.Mounts), s.hidden(dir)...),
+		Env:         s.env(p),
+		Network:     s.network(p),
+		Limits:      s.opts.Limits,
+		Stdin:       p.Stdin,
+		ReadOnlyDir: p.ReadOnly,
+		Stdout:      p.Stdout,
+		Stderr:      p.Stderr,
 	}
 	for _, m := range p.Mounts {
 		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})

@@ -285,3 +285,24 @@ func TestStreamsAndMounts(t *testing.T) {
 		t.Errorf("a streamed stdout is also kept in the result: %q", res.Stdout)
 	}
 }
+
+// A read-only node's process reads its workspace and cannot change it.
+func TestReadOnlyWorkspace(t *testing.T) {
+	sb := nodesandboxtest.New(t, nodesandbox.Options{})
+	w, n := tool(t, "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Dir: dir, ReadOnly: true,
+		Argv: []string{"bash", "-c", "cat README; touch new 2>/dev/null && echo wrote || echo refused"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "hello\nrefused\n" {
+		t.Errorf("stdout = %q, want the file read and the write refused", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+		t.Error("a read-only workspace was written")
+	}
+}
