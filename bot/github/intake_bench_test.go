@@ -16,6 +16,7 @@ import (
 
 	gh "github.com/google/go-github/v62/github"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 	"github.com/iterion-bot/iterion/store"
@@ -32,7 +33,7 @@ func BenchmarkIntakeLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	intake := NewIntake("123", []byte("s3cret"), db, nil, func() {})
+	intake := NewIntake("123", []byte("s3cret"), delivery.IntakeOptions{Store: db})
 	srv := httptest.NewServer(intake)
 	defer srv.Close()
 	payload, err := os.ReadFile("testdata/issue_comment.json")

@@ -93,6 +93,10 @@ type ServiceOptions struct {
 	// Clock is the time the sweep compares the runs' last changes with;
 	// nil means time.Now.
 	Clock func() time.Time
+	// Bodies is the pool the webhooks' bodies are read into before their
+	// signature is checked, shared with the server's other channels; nil
+	// means one of the App's own, with delivery.BodyOptions' defaults.
+	Bodies *delivery.Bodies
 }
 
 // Service is the GitHub App's part of a server: the webhook intake, the
@@ -108,7 +112,7 @@ type Service struct {
 	replies  *Commenter
 	relay    *Relay
 	worker   *delivery.Worker
-	intake   *Intake
+	intake   *delivery.Intake
 	launcher *Launcher
 	actions  *doorActions
 	handler  *Handler
@@ -176,7 +180,8 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
-	s.intake = NewIntake(strconv.FormatInt(opts.AppID, 10), opts.WebhookSecret, db, log, s.worker.Wake)
+	s.intake = NewIntake(strconv.FormatInt(opts.AppID, 10), opts.WebhookSecret,
+		delivery.IntakeOptions{Store: db, Bodies: opts.Bodies, Log: log, Wake: s.worker.Wake})
 	return s, nil
 }
 
