@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/textdist"
@@ -54,8 +55,14 @@ const (
 	// defaultWaitTimeout is how long iterion runs wait waits.
 	defaultWaitTimeout = 10 * time.Minute
 	// readHeaderTimeout bounds the request headers of serve's HTTP server
-	// and fake-model's.
-	readHeaderTimeout = 10 * time.Second
+	// and fake-model's: a client's come in milliseconds, and with a
+	// webhook body's 10 s (webhooks.body_timeout) no client trickling a
+	// webhook holds its connection past 15 s.
+	readHeaderTimeout = 5 * time.Second
+	// minWebhookMemoryMB is the least webhooks.memory_mb that reads one
+	// body of GitHub's largest (25 MiB), which may not take the last
+	// eighth of the pool.
+	minWebhookMemoryMB = 29
 )
 
 // durationText writes d as the config file and the docs do: 168h, not
@@ -98,6 +105,9 @@ type serveConfig struct {
 	GitHub githubFile `yaml:"github"`
 	// Sandbox is where the processes of runs run; see sandboxSettings.
 	Sandbox sandboxSettings `yaml:"sandbox"`
+	// Webhooks bound what the webhooks' bodies hold while they are read,
+	// before their signature can be checked.
+	Webhooks webhookSettings `yaml:"webhooks"`
 	// Secrets names environment variables whose values are secrets of
 	// this server beyond those iterion knows (a Slack token, a database
 	// password): like the model keys, the API token, the webhook secret
@@ -138,6 +148,17 @@ type githubFile struct {
 	KeepWorkspaces time.Duration `yaml:"keep_workspaces"`
 }
 
+// webhookSettings bound the bodies of the webhooks being read, across
+// every channel (delivery.Bodies).
+type webhookSettings struct {
+	// MemoryMB is the most the bodies being read hold at once, in MiB.
+	MemoryMB int64 `yaml:"memory_mb"`
+	// Bodies is how many bodies are read at once.
+	Bodies int `yaml:"bodies"`
+	// BodyTimeout is how long a body may take to arrive.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+}
+
 // defaultServeConfig is the configuration without a file.
 func defaultServeConfig() serveConfig {
 	return serveConfig{
@@ -147,6 +168,7 @@ func defaultServeConfig() serveConfig {
 		Log:           logSettings{Level: defaultLogLevel, Format: defaultLogFormat},
 		GitHub:        githubFile{GitURL: ghbot.DefaultGitURL, Workers: ghbot.DefaultWorkers, KeepWorkspaces: ghbot.DefaultKeepWorkspaces},
 		Sandbox:       sandboxSettings{WorkspaceQuotaMB: defaultWorkspaceQuotaMB},
+		Webhooks:      webhookSettings{MemoryMB: delivery.DefaultBodyBytes >> 20, Bodies: delivery.DefaultBodies, BodyTimeout: delivery.DefaultBodyTimeout},
 	}
 }
 
@@ -346,6 +368,24 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"github.keep_workspaces": func(at string, v reflect.Value) string {
 		if time.Duration(v.Int()) < time.Hour {
 			return at + ": write at least 1h, like 168h for a week"
+		}
+		return ""
+	},
+	"webhooks.memory_mb": func(at string, v reflect.Value) string {
+		if v.Int() < 1 {
+			return at + fmt.Sprintf(": write a size in MiB, at least 1, like %d (below %d, GitHub's largest payloads are refused with 503)", delivery.DefaultBodyBytes>>20, minWebhookMemoryMB)
+		}
+		return ""
+	},
+	"webhooks.bodies": func(at string, v reflect.Value) string {
+		if v.Int() < 1 {
+			return at + fmt.Sprintf(": write at least 1, like %d", delivery.DefaultBodies)
+		}
+		return ""
+	},
+	"webhooks.body_timeout": func(at string, v reflect.Value) string {
+		if time.Duration(v.Int()) < time.Second {
+			return at + ": write at least 1s, like " + durationText(delivery.DefaultBodyTimeout)
 		}
 		return ""
 	},

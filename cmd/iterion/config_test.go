@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, secrets, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -69,13 +69,19 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, secrets, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
 			`serve.yml:2:12: github.workers "many": write a whole number`},
 		{"no workers", "github:\n  workers: 0\n",
 			`serve.yml:2:12: github.workers "0": write at least 1`},
+		{"webhook memory none", "webhooks:\n  memory_mb: 0\n",
+			`serve.yml:2:14: webhooks.memory_mb "0": write a size in MiB, at least 1, like 32 (below 29, GitHub's largest payloads are refused with 503)`},
+		{"no webhook bodies", "webhooks:\n  bodies: -1\n",
+			`serve.yml:2:11: webhooks.bodies "-1": write at least 1, like 1024`},
+		{"webhook body timeout too short", "webhooks:\n  body_timeout: 10ms\n",
+			`serve.yml:2:17: webhooks.body_timeout "10ms": write at least 1s, like 10s`},
 		{"app id not a number", "github:\n  app_id: my-app\n",
 			`serve.yml:2:11: github.app_id "my-app": write a whole number`},
 		{"app id zero", "github:\n  app_id: 0\n",
@@ -185,6 +191,10 @@ sandbox:
     processes: 100
     open_files: 256
     cpu_time: 10m
+webhooks:
+  memory_mb: 64
+  bodies: 256
+  body_timeout: 5s
 api: {}
 `
 	for _, tc := range []struct {
@@ -205,6 +215,7 @@ api: {}
 			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, AllowNetwork: true, DockerImage: "golang:1.26", DockerImages: []string{"node:20"}, MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
 				Mounts: []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"},
 				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
+			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
@@ -213,6 +224,7 @@ api: {}
 			Log:           logSettings{Level: "info", Format: "json"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
+			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
@@ -221,6 +233,7 @@ api: {}
 			Log:           logSettings{Level: "warn", Format: "text"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
+			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
 		}},
 	} {
 		// Serial: the cases share one config file.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 )
@@ -144,6 +145,9 @@ func TestDocsStateTheDefaults(t *testing.T) {
 		"github.workers":         strconv.Itoa(ghbot.DefaultWorkers),
 		"github.keep_workspaces": durationText(ghbot.DefaultKeepWorkspaces),
 		"sandbox.driver":         defaultSandboxDriver,
+		"webhooks.memory_mb":     strconv.Itoa(delivery.DefaultBodyBytes >> 20),
+		"webhooks.bodies":        strconv.Itoa(delivery.DefaultBodies),
+		"webhooks.body_timeout":  durationText(delivery.DefaultBodyTimeout),
 	} {
 		if got, ok := rows[key]; !ok || !strings.HasPrefix(got, "`"+want+"`") {
 			t.Errorf("docs/serve.md gives the default of %s as %q, want `%s`", key, got, want)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -77,8 +78,9 @@ func (a *App) githubSettings(f githubFile, file string) (cfg githubConfig, ok bo
 // newGitHubService wires the GitHub App's part of serve over the store of
 // o: made before the engine, whose events wake its relay; served by Run
 // once the engine exists.
-func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, log *slog.Logger) (*ghbot.Service, error) {
+func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, log *slog.Logger) (*ghbot.Service, error) {
 	return ghbot.NewService(ctx, o.db, ghbot.ServiceOptions{
+		Bodies: bodies,
 		AppID: cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/bot/api"
+	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
@@ -60,7 +61,9 @@ over the file, which wins over the default:
   App private key    $ITERION_GITHUB_PRIVATE_KEY (PEM text, or a file path), github.private_key_file
 
 The file alone sets log.level (debug, info, warn, error), log.format (text, json),
-shutdown_grace, github.workers (default %d) and github.keep_workspaces (%s). Secrets come only
+shutdown_grace, github.workers (default %d), github.keep_workspaces (%s), and the bounds on
+webhook bodies being read before their signature is checked: webhooks.memory_mb (%d MiB held
+at most), webhooks.bodies (%d at once) and webhooks.body_timeout (%s each). Secrets come only
 from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
 $ITERION_API_TOKEN; a file holding one is refused. The values of those, of the model keys and
 of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
@@ -68,7 +71,8 @@ leaves a run: comments, check runs, events, API answers and the log. Relative pa
 are relative to its directory. A file with mistakes is reported, each at its line with what to
 write instead, and nothing starts.`,
 			defaultAPITokenName, durationText(defaultShutdownGrace), defaultAddr, defaultStoreDir, ghbot.DefaultGitURL,
-			ghbot.DefaultWorkers, durationText(ghbot.DefaultKeepWorkspaces)),
+			ghbot.DefaultWorkers, durationText(ghbot.DefaultKeepWorkspaces),
+			delivery.DefaultBodyBytes>>20, delivery.DefaultBodies, durationText(delivery.DefaultBodyTimeout)),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.serveSettings(f)
@@ -123,9 +127,16 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	// A run launched or continued without a workspace gets its own empty
 	// one: never the server's directory.
 	opts.WorkDir = func(r *engine.Run) (string, error) { return prepareWorkDir(o, r.ID) }
+	// The webhooks' bodies, of every channel, are read into one pool.
+	bodies := delivery.NewBodies(delivery.BodyOptions{Bytes: cfg.Webhooks.MemoryMB << 20, Bodies: cfg.Webhooks.Bodies,
+		Timeout: cfg.Webhooks.BodyTimeout})
+	if withGitHub && cfg.Webhooks.MemoryMB < minWebhookMemoryMB {
+		log.Warn(fmt.Sprintf("webhooks.memory_mb is below %d: GitHub's largest payloads (25 MiB) will be refused with 503", minWebhookMemoryMB),
+			"memory_mb", cfg.Webhooks.MemoryMB)
+	}
 	var gh *ghbot.Service
 	if withGitHub {
-		if gh, err = a.newGitHubService(ctx, ghCfg, o, log); err != nil {
+		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, log); err != nil {
 			return err
 		}
 	}
@@ -161,7 +172,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	var channelMetrics []prometheus.Collector
+	channelMetrics := []prometheus.Collector{bodies}
 	if gh != nil {
 		channelMetrics = append(channelMetrics, gh.Collector())
 	}
@@ -197,9 +208,10 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
 	// No client holds a connection for long: headers in readHeaderTimeout,
-	// a request in 30 s (a webhook's body has its own deadline), an answer
-	// in 90 s (a REST long-poll waits up to api.MaxWait), idle keep-alives
-	// 2 minutes.
+	// a request in 30 s (a webhook's body has its own deadline,
+	// webhooks.body_timeout from the end of its headers), an answer in 90 s
+	// (a REST long-poll waits up to api.MaxWait), idle keep-alives 2
+	// minutes.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: api.MaxWait + 30*time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), cfg.Store)
