@@ -80,11 +80,10 @@ func (a *App) githubSettings(f githubFile, file string) (cfg githubConfig, ok bo
 // once the engine exists.
 func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, log *slog.Logger) (*ghbot.Service, error) {
 	return ghbot.NewService(ctx, o.db, ghbot.ServiceOptions{
-		Bodies: bodies,
-		AppID:  cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
+		AppID: cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
-		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(),
+		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies,
 	})
 }
