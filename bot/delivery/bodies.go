@@ -67,8 +67,8 @@ type Bodies struct {
 	peak    int
 	reading int
 	refused map[string]float64
-	// changed is closed and replaced on every change, for tests that wait
-	// for bodies to be held.
+	// changed, when a test waits for bodies to be held, is closed at the
+	// next change.
 	changed chan struct{}
 }
 
@@ -83,7 +83,7 @@ func NewBodies(opts BodyOptions) *Bodies {
 		bytes = DefaultBodyBytes
 	}
 	b := &Bodies{chunk: chunk, total: max(1, int(bytes/int64(chunk))), slots: opts.Bodies, timeout: opts.Timeout,
-		refused: map[string]float64{}, changed: make(chan struct{})}
+		refused: map[string]float64{}}
 	if b.slots <= 0 {
 		b.slots = DefaultBodies
 	}
@@ -121,10 +121,22 @@ func (b *Bodies) Stats() BodyStats {
 	return s
 }
 
-// changedLocked tells the waiters of a change.
+// changedLocked tells the waiter of a change, if any.
 func (b *Bodies) changedLocked() {
-	close(b.changed)
-	b.changed = make(chan struct{})
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+}
+
+// changes returns a channel closed at the next change.
+func (b *Bodies) changes() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.changed == nil {
+		b.changed = make(chan struct{})
+	}
+	return b.changed
 }
 
 func (b *Bodies) refuse(reason string) {

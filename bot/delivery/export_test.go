@@ -15,9 +15,7 @@ func WaitBodies(t testing.TB, b *Bodies, what string, cond func(BodyStats) bool)
 	deadline := time.NewTimer(time.Minute)
 	defer deadline.Stop()
 	for {
-		b.mu.Lock()
-		ch := b.changed
-		b.mu.Unlock()
+		ch := b.changes()
 		if cond(b.Stats()) {
 			return
 		}

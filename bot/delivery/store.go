@@ -1,7 +1,11 @@
 // Package delivery holds what the bot's channels (GitHub, Slack) share on
-// top of the engine: inbound deliveries stored before they are
-// acknowledged, launches queued behind a scope's active run, the posts a
-// channel made for runs and questions, and the runs of a channel's place.
+// top of the engine: the intake of their webhooks (Intake, with each
+// channel's side behind Channel, reading bodies into one bounded pool,
+// Bodies), the worker handling the deliveries stored, the relay of the
+// outbox to a channel's posts, and the store's part they need: inbound
+// deliveries stored before they are acknowledged, launches queued behind
+// a scope's active run, the posts a channel made for runs and questions,
+// and the runs of a channel's place.
 //
 // Store is that part of the store's contract, next to engine.Store. The
 // Badger store (package store) implements both; store/storetest checks any
