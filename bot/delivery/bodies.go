@@ -146,8 +146,8 @@ func (b *Bodies) refuse(reason string) {
 	b.mu.Unlock()
 }
 
-// errBusy is a body refused for want of room or of a slot; errTooLarge a
-// body past the intake's limit.
+// errBusy is a body that found no room in the pool; errTooLarge a body
+// past the intake's limit.
 var (
 	errBusy     = errors.New("no room for the body")
 	errTooLarge = errors.New("the body is too large")
