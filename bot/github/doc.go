@@ -1,9 +1,12 @@
 // Package github is iterion's GitHub channel, on the channel-neutral
 // delivery core of bot/delivery.
 //
-// What comes in: a webhook is verified (X-Hub-Signature-256), stored and
-// only then acknowledged; the delivery worker hands each stored delivery
-// to the Handler. The Handler decodes it (events.go; names that are no
+// What comes in: a webhook is taken in by bot/delivery's intake, with
+// GitHub's side here (webhook.go): X-Hub-Signature-256 verified as the
+// body arrives, the delivery keyed by X-GitHub-Delivery, only the events
+// the App acts on and payloads naming an installation stored, and only
+// then acknowledged; the delivery worker hands each stored delivery to
+// the Handler. The Handler decodes it (events.go; names that are no
 // GitHub names are refused there), reads the repository's .iterion.yml
 // from the default branch, and hands each `/iterion` command of a
 // comment (commands.go parses them) to its own handler: run

@@ -16,7 +16,6 @@ import (
 
 	gh "github.com/google/go-github/v62/github"
 
-	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 	"github.com/iterion-bot/iterion/store"
@@ -33,7 +32,7 @@ func BenchmarkIntakeLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	intake := NewIntake("123", []byte("s3cret"), delivery.IntakeOptions{Store: db})
+	intake := NewIntake(IntakeOptions{AppID: 123, WebhookSecret: []byte("s3cret"), Store: db})
 	srv := httptest.NewServer(intake)
 	defer srv.Close()
 	payload, err := os.ReadFile("testdata/issue_comment.json")

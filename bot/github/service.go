@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -180,8 +179,8 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
-	s.intake = NewIntake(strconv.FormatInt(opts.AppID, 10), opts.WebhookSecret,
-		delivery.IntakeOptions{Store: db, Bodies: opts.Bodies, Log: log, Wake: s.worker.Wake})
+	s.intake = NewIntake(IntakeOptions{AppID: opts.AppID, WebhookSecret: opts.WebhookSecret, Store: db, Bodies: opts.Bodies,
+		Wake: s.worker.Wake, Log: log})
 	return s, nil
 }
 

@@ -28,19 +28,37 @@ var handledEvents = map[string]bool{
 	"check_run": true, "check_suite": true,
 }
 
+// IntakeOptions configure NewIntake. AppID, WebhookSecret and Store are
+// required.
+type IntakeOptions struct {
+	// AppID is the App's id; its deliveries' Source is "github/<AppID>".
+	AppID int64
+	// WebhookSecret is the secret of X-Hub-Signature-256.
+	WebhookSecret []byte
+	// Store keeps the deliveries.
+	Store delivery.Recorder
+	// Bodies is the pool the bodies are read into, shared with the
+	// server's other channels; nil means one of the intake's own, with
+	// delivery.BodyOptions' defaults.
+	Bodies *delivery.Bodies
+	// Wake tells the worker a new delivery is stored; it must not block.
+	// nil means nobody is told.
+	Wake func()
+	// Log receives the intake's logs; nil means none.
+	Log *slog.Logger
+}
+
 // NewIntake returns the webhook endpoint of one GitHub App: the
 // channel-neutral intake (delivery.Intake: bounded bodies, stored before
-// acknowledged, then the worker woken) with GitHub's side, webhooks. A
-// zero opts.MaxBody means MaxPayload.
-func NewIntake(appID string, secret []byte, opts delivery.IntakeOptions) *delivery.Intake {
-	if opts.MaxBody == 0 {
-		opts.MaxBody = MaxPayload
-	}
-	log := opts.Log
+// acknowledged, then the worker woken) with GitHub's side, webhooks, and
+// GitHub's limit on a payload, MaxPayload.
+func NewIntake(o IntakeOptions) *delivery.Intake {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return delivery.NewIntake(&webhooks{secret: secret, source: "github/" + appID, log: log}, opts)
+	ch := &webhooks{secret: o.WebhookSecret, source: "github/" + strconv.FormatInt(o.AppID, 10), log: log}
+	return delivery.NewIntake(ch, delivery.IntakeOptions{Store: o.Store, Bodies: o.Bodies, MaxBody: MaxPayload, Wake: o.Wake, Log: o.Log})
 }
 
 // webhooks is GitHub's side of the intake: X-Hub-Signature-256, the

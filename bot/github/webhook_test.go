@@ -22,7 +22,7 @@ func newIntake(t *testing.T) (*delivery.Intake, *store.DB, *atomic.Int32) {
 	}
 	t.Cleanup(func() { db.Close() })
 	var woken atomic.Int32
-	return NewIntake("123", []byte("s3cret"), delivery.IntakeOptions{Store: db, Wake: func() { woken.Add(1) }}), db, &woken
+	return NewIntake(IntakeOptions{AppID: 123, WebhookSecret: []byte("s3cret"), Store: db, Wake: func() { woken.Add(1) }}), db, &woken
 }
 
 func deliver(t *testing.T, h http.Handler, id, event string, body []byte, sig string) int {
