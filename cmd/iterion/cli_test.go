@@ -28,6 +28,8 @@ type testCLI struct {
 	// dir is the working directory of the commands; "" is the process's.
 	dir      string
 	backends func(getenv func(string) string) (map[string]engine.Backend, error)
+	// writePace is the App's GitHub write spacing; 0 means a millisecond.
+	writePace time.Duration
 }
 
 // newCLI is the test's command line: the owners' sockets in the tests'
@@ -59,7 +61,7 @@ func (c *testCLI) useBackend(b engine.Backend) {
 // bot/github on a fake clock.
 func (c *testCLI) app(stdin io.Reader, stdout, stderr io.Writer, args ...string) *App {
 	return &App{Args: args, Stdin: stdin, Stdout: stdout, Stderr: stderr, Env: maps.Clone(c.env), Dir: c.dir,
-		Backends: c.backends, WritePace: time.Millisecond}
+		Backends: c.backends, WritePace: c.pace()}
 }
 
 // exec runs one command to its end, reading stdin (nil: the process's),
@@ -279,4 +281,12 @@ func TestValidateSeveralFilesOneBad(t *testing.T) {
 	if !strings.Contains(out, "nightly/main.bot: ok") || !strings.Contains(out, "[C241]") {
 		t.Errorf("output:\n%s", out)
 	}
+}
+
+// pace is the App's GitHub write spacing: writePace, else a millisecond.
+func (c *testCLI) pace() time.Duration {
+	if c.writePace > 0 {
+		return c.writePace
+	}
+	return time.Millisecond
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -374,5 +375,39 @@ func TestServeGitHubTraversalInRepoName(t *testing.T) {
 		if strings.Contains(c.Path, "..") || strings.Contains(c.Path, "/etc") {
 			t.Errorf("a call reached %s %s", c.Method, c.Path)
 		}
+	}
+}
+
+// One installation flooding the bot does not hold up another: with
+// GitHub's write spacing on, twenty comments on installation 42 take
+// seconds to answer, and a comment on installation 43 made after them is
+// answered while most of 42's still wait (the workers never sleep in one
+// installation's spacing while another has work).
+func TestServeGitHubInstallationsServedFairly(t *testing.T) {
+	t.Parallel()
+	h := newGHHarness(t, nil)
+	h.writePace = 100 * time.Millisecond // each help reply is two writes: 👀 and the reply
+	h.start()
+	const flood = 20
+	var flooded []int64
+	for range flood {
+		flooded = append(flooded, h.comment("ana", "/iterion help"))
+	}
+	other := h.fake.AddComment(7, "ana", "/iterion status")
+	payload := bytes.Replace(commentPayload(other.ID, "ana", "/iterion status"), []byte(`"installation":{"id":42}`), []byte(`"installation":{"id":43}`), 1)
+	if bytes.Equal(payload, commentPayload(other.ID, "ana", "/iterion status")) {
+		t.Fatal("the payload still names installation 42")
+	}
+	h.deliver(fmt.Sprintf("c-%d", other.ID), payload)
+	h.botComment(fmt.Sprintf("<!-- iterion:comment-%d -->", other.ID))
+	answered := 0
+	for _, id := range flooded {
+		if len(h.fake.BotComments(7, fmt.Sprintf("<!-- iterion:comment-%d -->", id))) > 0 {
+			answered++
+		}
+	}
+	t.Logf("installation 43 answered after %d of installation 42's %d", answered, flood)
+	if answered >= flood/2 {
+		t.Errorf("installation 43's comment was answered after %d of installation 42's %d: it waited behind the flood", answered, flood)
 	}
 }

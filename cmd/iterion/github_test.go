@@ -47,6 +47,9 @@ type ghHarness struct {
 	// keyPEM is the App's private key; logs is serve's log (start).
 	keyPEM string
 	logs   *lockedBuffer
+	// writePace is serve's GitHub write spacing (start); 0 means a
+	// millisecond.
+	writePace time.Duration
 }
 
 const reviewWorkflow = `vars:
@@ -124,6 +127,7 @@ func (h *ghHarness) model(script *fakellm.Script) *fakellm.Server {
 func (h *ghHarness) start() (stop func()) {
 	h.t.Helper()
 	c := newCLI(h.t)
+	c.writePace = h.writePace
 	for _, kv := range h.env {
 		k, v, _ := strings.Cut(kv, "=")
 		c.setenv(k, v)
