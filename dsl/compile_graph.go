@@ -636,7 +636,9 @@ func (c *compiler) checkNodesInGraph() {
 			if n.LLM.Interaction == InteractionAsync {
 				c.checkAsyncBackend(n, backend)
 			}
-			if c.isJoin(n) && (n.LLM.Session == SessionInherit || n.LLM.Session == SessionInheritIfAvailable || n.LLM.Session == SessionFork) {
+			// As upstream: only a declared convergence (await:) is refused; an
+			// implicit one (a loop's re-entry) is left to run time.
+			if n.Await != AwaitUnset && (n.LLM.Session == SessionInherit || n.LLM.Session == SessionInheritIfAvailable || n.LLM.Session == SessionFork) {
 				start, end := c.propSpan(n.ID, "session")
 				d := c.errorf(start, end, InheritAtJoin, "use session: fresh or artifacts_only at a convergence point",
 					"node %q has session: %s but is a convergence point; only fresh, artifacts_only or persist are allowed", n.ID, n.LLM.Session)
@@ -855,14 +857,14 @@ func (c *compiler) checkInputRef(s *refSite, r siteRef, show string) {
 		return
 	}
 	n := c.w.nodes[s.node]
+	if n.Input == nil {
+		// As upstream: a node with no input schema takes whatever its
+		// incoming edges' with map, known only at run time.
+		return
+	}
 	in := c.inputFields(n)
 	if !in.has(field) && !c.sink.skip(SevError) {
-		names := in.names
-		hint := fieldHint(field, names)
-		if n.Input == nil && len(names) == 0 {
-			hint = fmt.Sprintf("declare input: <schema> on %q, or map the field with with { %s: \"…\" } on an incoming edge", n.ID, field)
-		}
-		c.refErr(s, r, SevError, UnknownInputField, hint, "reference %s: %q is not in the input of %s %q", show, field, n.Kind, n.ID)
+		c.refErr(s, r, SevError, UnknownInputField, fieldHint(field, in.names), "reference %s: %q is not in the input of %s %q", show, field, n.Kind, n.ID)
 	}
 }
 
