@@ -59,3 +59,4 @@ fuzz:
 	$(GO) test ./cmd/iterion -run '^$$' -fuzz '^FuzzServeConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/pi/rpc -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/permission -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzExpandEnv$$' -fuzztime $(FUZZTIME)

@@ -28,6 +28,11 @@ type Options struct {
 	// read from a var or an expression is known only at run time and is
 	// not checked against it.
 	MaxLoopBound int
+	// Env reads the environment for the property values that reference it
+	// (${NAME:-default}, see EnvRef): a variable's value and whether the
+	// workflow may read it. nil reads nothing: every reference takes its
+	// default, as iterion validate does.
+	Env func(name string) (string, bool)
 }
 
 // loopCap returns the effective MaxLoopBound, or 0 for no cap.

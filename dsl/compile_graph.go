@@ -30,7 +30,7 @@ func (c *compiler) workflowProps() map[string]*Property {
 func (c *compiler) compileDefaults() {
 	props := c.workflowProps()
 	if p := props["default_backend"]; p != nil {
-		c.w.DefaultBackend = c.backendName(p)
+		c.w.DefaultBackend = c.backendName(p, "")
 	}
 	if p := props["interaction"]; p != nil {
 		c.w.Interaction = c.interaction(p)

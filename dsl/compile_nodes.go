@@ -176,7 +176,7 @@ func (c *compiler) timeoutProp(n *Node, p *Property) {
 	if p == nil {
 		return
 	}
-	s, ok := c.str(p)
+	s, ok := c.envStr(p, n.ID)
 	if !ok {
 		return
 	}
@@ -195,10 +195,10 @@ var reasoningEfforts = []string{"low", "medium", "high", "xhigh", "max"}
 func (c *compiler) modelProps(n *Node, props map[string]*Property) *LLM {
 	l := &LLM{}
 	if p := props["model"]; p != nil {
-		l.Model, _ = c.str(p)
+		l.Model, _ = c.envStr(p, n.ID)
 	}
 	if p := props["backend"]; p != nil {
-		l.Backend = c.backendName(p)
+		l.Backend = c.backendName(p, n.ID)
 	}
 	l.System = c.promptRef(n, props["system"])
 	l.User = c.promptRef(n, props["user"])
@@ -227,7 +227,7 @@ func (c *compiler) llmProps(n *Node, d *NodeDecl, props map[string]*Property) *L
 		l.MaxTokens = int(min(v, 1<<30))
 	}
 	if p := props["reasoning_effort"]; p != nil {
-		if s, ok := c.str(p); ok {
+		if s, ok := c.envStr(p, n.ID); ok {
 			if !slices.Contains(reasoningEfforts, s) {
 				c.errorAtValue(p.Value, BadReasoningEffort, "use one of: "+strings.Join(reasoningEfforts, ", "), "invalid reasoning_effort %q", s)
 			} else {
@@ -259,12 +259,12 @@ func (c *compiler) llmProps(n *Node, d *NodeDecl, props map[string]*Property) *L
 	return l
 }
 
-func (c *compiler) backendName(p *Property) string {
-	s, ok := c.str(p)
+func (c *compiler) backendName(p *Property, node string) string {
+	s, ok := c.envStr(p, node)
 	if !ok {
 		return ""
 	}
-	if strings.Contains(s, "${") || slices.Contains(knownBackends, s) {
+	if s == "" || slices.Contains(knownBackends, s) {
 		return s
 	}
 	hint := "use one of: " + strings.Join(knownBackends, ", ")

@@ -64,6 +64,9 @@ type Workflow struct {
 	// without one of its own runs in; nil leaves the choice to the server's
 	// configured driver. See SandboxFor.
 	Sandbox *Sandbox
+	// EnvRefs are the property values that read the environment, as the
+	// compiler resolved them (Options.Env).
+	EnvRefs []EnvRef
 
 	nodes   map[string]*Node
 	schemas map[string]*Schema

@@ -191,12 +191,12 @@ func (e *Engine) workflowOf(ctx context.Context, run *Run) (*dsl.Workflow, error
 	if e.loadWorkflow != nil {
 		return e.loadWorkflow(ctx, run)
 	}
-	return LoadWorkflowFile(run.File)
+	return LoadWorkflowFile(run.File, dsl.Options{})
 }
 
-// LoadWorkflowFile reads and compiles a workflow file; errors name the file
-// and list its diagnostics.
-func LoadWorkflowFile(path string) (*dsl.Workflow, error) {
+// LoadWorkflowFile reads and compiles a workflow file with opts; errors
+// name the file and list its diagnostics.
+func LoadWorkflowFile(path string, opts dsl.Options) (*dsl.Workflow, error) {
 	if path == "" {
 		return nil, errors.New("the run records no workflow file")
 	}
@@ -219,7 +219,7 @@ func LoadWorkflowFile(path string) (*dsl.Workflow, error) {
 	if _, err := f.ReadAt(src, 0); err != nil {
 		return nil, fmt.Errorf("reading the workflow: %w", err)
 	}
-	w, ds := dsl.CompileSource(path, src)
+	w, ds := opts.CompileSource(path, src)
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("workflow %s has errors:\n%s", path, dsl.RenderString(ds, map[string][]byte{path: src}))
 	}

@@ -40,6 +40,8 @@ type LauncherOptions struct {
 	// Start launches the run (engine.Launch): it returns once the run's
 	// record is stored, and the run executes in the background.
 	Start func(ctx context.Context, req engine.StartRequest) (*engine.Run, error)
+	// DSL compiles the workflows (the environment they may read).
+	DSL dsl.Options
 }
 
 // NewLauncher returns the launcher o describes.
@@ -74,7 +76,7 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		}
 		return "", &LaunchError{Msg: err.Error()}
 	}
-	w, ds := dsl.CompileSource(rel, src)
+	w, ds := ln.o.DSL.CompileSource(rel, src)
 	if ds.HasErrors() {
 		return "", &LaunchError{Msg: fmt.Sprintf("%s on `%s` does not compile:\n\n```\n%s```", l.Path, inert(l.DefaultBranch), unfenced(dsl.RenderString(ds, map[string][]byte{rel: src})))}
 	}

@@ -92,6 +92,9 @@ type ServiceOptions struct {
 	// Clock is the time the sweep compares the runs' last changes with;
 	// nil means time.Now.
 	Clock func() time.Time
+	// DSL compiles the runs' workflows; its Env is what they may read of
+	// the environment.
+	DSL dsl.Options
 	// Bodies is the pool the webhooks' bodies are read into before their
 	// signature is checked, shared with the server's other channels; nil
 	// means one of the App's own, with delivery.BodyOptions' defaults.
@@ -168,6 +171,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 			}
 			return err == nil, err
 		},
+		DSL:   opts.DSL,
 		Check: func(w *dsl.Workflow) error { return s.actions.doors.Preflight(w) },
 		Start: func(ctx context.Context, req engine.StartRequest) (*engine.Run, error) {
 			return s.actions.doors.Launch(ctx, req)

@@ -47,6 +47,10 @@ type App struct {
 	// GitHub asks).
 	WritePace time.Duration
 
+	// workflowAllow and workflowSecrets are serve's workflow_env and
+	// secrets:, set once its configuration is read (dslOptions).
+	workflowAllow, workflowSecrets []string
+
 	mu      sync.Mutex
 	closers []func()
 }

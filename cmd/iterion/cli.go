@@ -134,31 +134,51 @@ func buildVersion() string {
 }
 
 func (a *App) newValidateCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, withEnv bool
+	var compat string
 	cmd := &cobra.Command{
-		Use:   "validate FILE...",
+		Use:   "validate FILE... | validate --compat DIR",
 		Short: "Check workflow files and report every problem with its position and a fix",
 		Long: `Validate parses and compiles each .bot workflow file and prints every
 diagnostic as file:line:col: severity [code]: message, the source line with a
 caret under the problem, and a fix: hint. It does not read the environment:
-the result depends on the files alone.
+the result depends on the files alone, and a property value written as
+${NAME:-default} is checked, and shown, with its default. With --env it
+takes the values a run here would take (the variables ITERION_WORKFLOW_ENV
+allows; serve also reads its config's workflow_env).
+
+--compat DIR walks DIR for .bot and .iter files and prints one line per file
+(ok, ok with N warnings, or N errors and the first of them), then a summary;
+with --json, the same as data.
 
 Exit status: 0 when no file has errors (warnings are still printed), 1 when
 any file has errors or cannot be read, 2 on a usage error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError{errors.New("validate needs at least one workflow file")}
+			opts := dsl.Options{}
+			if withEnv {
+				opts = a.dslOptions()
 			}
-			return a.validate(cmd.OutOrStdout(), args, asJSON)
+			if compat != "" {
+				if len(args) > 0 {
+					return usageError{errors.New("validate --compat DIR takes no file arguments")}
+				}
+				return a.validateCompat(cmd.OutOrStdout(), compat, opts, asJSON)
+			}
+			if len(args) == 0 {
+				return usageError{errors.New("validate needs at least one workflow file (or --compat DIR)")}
+			}
+			return a.validate(cmd.OutOrStdout(), args, opts, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"diagnostics\": [...]} as JSON instead of text")
+	cmd.Flags().BoolVar(&withEnv, "env", false, "read ${NAME:-default} values from the environment a run here would read")
+	cmd.Flags().StringVar(&compat, "compat", "", "check every .bot/.iter file under this directory, one line each")
 	return cmd
 }
 
 // validate checks files and reports. It returns exitCodeError(1) when any
 // file has errors.
-func (a *App) validate(stdout io.Writer, files []string, asJSON bool) error {
+func (a *App) validate(stdout io.Writer, files []string, opts dsl.Options, asJSON bool) error {
 	all := []dsl.JSONDiagnostic{}
 	failed := false
 	for _, name := range files {
@@ -173,7 +193,7 @@ func (a *App) validate(stdout io.Writer, files []string, asJSON bool) error {
 			}
 			continue
 		}
-		w, ds := dsl.CompileSource(name, src)
+		w, ds := opts.CompileSource(name, src)
 		all = append(all, ds.JSON()...)
 		if ds.HasErrors() {
 			failed = true
@@ -194,6 +214,7 @@ func (a *App) validate(stdout io.Writer, files []string, asJSON bool) error {
 			fmt.Fprintf(stdout, ", %s", plural(warns, "warning"))
 		}
 		fmt.Fprintln(stdout)
+		printEnvRefs(stdout, name, w.EnvRefs, opts.Env != nil)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

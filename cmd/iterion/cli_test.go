@@ -290,3 +290,94 @@ func (c *testCLI) pace() time.Duration {
 	}
 	return time.Millisecond
 }
+
+// validate reads ${NAME:-default} by its default; --env takes what a run
+// here would: only the variables ITERION_WORKFLOW_ENV allows, never a
+// secret's, whatever the list says.
+func TestValidateEnvironmentReferences(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	wf := writeFile(t, "w.bot", `prompt p:
+  Work.
+
+agent a:
+  model: "anthropic/${ITERION_X_MODEL:-claude-sonnet-4-6}"
+  reasoning_effort: "${ITERION_X_EFFORT:-high}"
+  timeout: "${ITERION_API_KEY:-20m}"
+  user: p
+
+workflow w:
+  entry: a
+  a -> done
+`)
+	c.setenv("ITERION_X_EFFORT", "low")
+	c.setenv("ITERION_API_KEY", "5m")
+	c.setenv("ITERION_X_MODEL", "other")
+	code, out, errOut := c.run("validate", wf)
+	if code != exitOK || !strings.Contains(out, `reasoning_effort ${ITERION_X_EFFORT:-high} = "high" (its default)`) {
+		t.Fatalf("validate: exit %d\n%s%s", code, out, errOut)
+	}
+	c.setenv("ITERION_WORKFLOW_ENV", "ITERION_X_EFFORT, ITERION_API_*")
+	code, out, errOut = c.run("validate", "--env", wf)
+	if code != exitOK {
+		t.Fatalf("validate --env: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`reasoning_effort ${ITERION_X_EFFORT:-high} = "low" (from ITERION_X_EFFORT)`,
+		`timeout ${ITERION_API_KEY:-20m} = "20m" (its default: ITERION_API_KEY unset, or not allowed`,
+		`model anthropic/${ITERION_X_MODEL:-claude-sonnet-4-6} = "anthropic/claude-sonnet-4-6" (its default: ITERION_X_MODEL unset, or not allowed`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate --env lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// validate --compat walks a tree: one line per file, then the summary.
+func TestValidateCompat(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"a/ok.bot":      "compute c:\n  expr:\n    x: \"1\"\n\nworkflow w:\n  entry: c\n  c -> done\n",
+		"a/warn.bot":    "tool t:\n  command: \"true\"\n  permission: ask\n\nworkflow w:\n  entry: t\n  t -> done\n",
+		"b/broken.iter": "workflow w:\n  entry: nowhere\n",
+		"notes.txt":     "not a workflow",
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, _ := c.run("validate", "--compat", dir)
+	if code != exitError {
+		t.Errorf("exit %d, want %d for a tree with errors", code, exitError)
+	}
+	for _, want := range []string{
+		filepath.Join(dir, "a/ok.bot") + ": ok\n",
+		filepath.Join(dir, "a/warn.bot") + ": ok with 1 warning: 3:3: warning [C112]",
+		filepath.Join(dir, "b/broken.iter") + ": 1 error: ",
+		"3 files: 1 ok, 1 with warnings, 1 with errors\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = c.run("validate", "--compat", dir, "--json")
+	var res struct {
+		Files []struct {
+			File, Verdict string
+		}
+		Summary map[string]int
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitError {
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	if len(res.Files) != 3 || res.Summary["errors"] != 1 || res.Summary["ok"] != 1 {
+		t.Errorf("--json = %+v", res)
+	}
+}

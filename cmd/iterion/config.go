@@ -114,6 +114,11 @@ type serveConfig struct {
 	// and the App's key, their values are scrubbed from everything that
 	// leaves a run. Names, never values: the file holds no secrets.
 	Secrets []string `yaml:"secrets"`
+	// WorkflowEnv names the environment variables the workflows' property
+	// values may read (${NAME:-default}): names, or prefixes ending in
+	// '*'. Empty (the default): none, every reference takes its default.
+	// Never a secret's, whatever is listed.
+	WorkflowEnv []string `yaml:"workflow_env"`
 	// API has no settings yet; the key is reserved so that a token written
 	// under it is refused as a secret rather than as an unknown key.
 	API struct{} `yaml:"api"`

@@ -85,5 +85,6 @@ func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, 
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
 		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies,
+		DSL: a.dslOptions(),
 	})
 }

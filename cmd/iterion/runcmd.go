@@ -111,7 +111,7 @@ func (a *App) engineOptions(onEvent func(engine.Event), sb *nodesandbox.Sandboxe
 		Permission: mode,
 		Sandbox:    sb, MaxParallelBranches: parallel, Redactor: a.envRedactor(),
 		Workflow: func(_ context.Context, run *engine.Run) (*dsl.Workflow, error) {
-			return engine.LoadWorkflowFile(a.path(run.File))
+			return engine.LoadWorkflowFile(a.path(run.File), a.dslOptions())
 		}}, nil
 }
 
@@ -191,7 +191,7 @@ func (a *App) loadWorkflow(out io.Writer, file string) (*dsl.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, ds := dsl.CompileSource(file, src)
+	w, ds := a.dslOptions().CompileSource(file, src)
 	if ds.HasErrors() {
 		_ = dsl.Render(out, ds, map[string][]byte{file: src})
 		return nil, fmt.Errorf("%s has errors; fix them and run again", file)

@@ -94,6 +94,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	log := newServeLogger(stderr, cfg.Log)
 	// Secrets are scrubbed from everything that leaves a run, logs too.
 	redact := a.serveRedactor(cfg, log)
+	a.workflowAllow, a.workflowSecrets = cfg.WorkflowEnv, cfg.Secrets
 	log = slog.New(engine.RedactingHandler(log.Handler(), redact))
 	ghCfg, withGitHub, err := a.githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
@@ -249,7 +250,7 @@ func (a *App) launchRun(ctx context.Context, o *owner, req api.LaunchRequest, ac
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	w, ds := dsl.CompileSource(path, src)
+	w, ds := a.dslOptions().CompileSource(path, src)
 	if ds.HasErrors() {
 		return nil, bad("%s has errors:\n%s", path, dsl.RenderString(ds, map[string][]byte{path: src}))
 	}
