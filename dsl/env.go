@@ -68,7 +68,9 @@ func expandUntil(s string, lookup func(string) (string, bool), names, read *[]st
 			continue
 		}
 		s = s[2:]
-		end := strings.IndexFunc(s, func(r rune) bool { return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') })
+		end := strings.IndexFunc(s, func(r rune) bool {
+			return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		})
 		if end < 0 {
 			return "", "", errors.New("a ${ is not closed with }")
 		}

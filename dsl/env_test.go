@@ -17,7 +17,7 @@ func TestExpandEnv(t *testing.T) {
 	}
 	for _, c := range []struct {
 		in, want, err string
-		read      []string
+		read          []string
 	}{
 		{in: "${EFFORT:-high}", want: "medium", read: []string{"EFFORT"}},
 		{in: "${UNSET:-high}", want: "high"},
