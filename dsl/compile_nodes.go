@@ -44,16 +44,24 @@ func (c *compiler) compileNodes() {
 			c.permissionProps(map[string]*Property{"permission": props["permission"]}, fmt.Sprintf("tool %q", n.ID))
 			c.toolPermission(n, props["permission"])
 			n.Tool = &Tool{}
-			if p := props["command"]; p != nil {
-				if lit, ok := p.Value.(*StringLit); ok {
+			switch cmd, script := props["command"], props["script"]; {
+			case cmd != nil && script != nil:
+				c.errorAtValue(script.Value, BadTemplate, "keep command: or script:, not both", "tool %q declares both command: and script:", n.ID)
+			case cmd != nil:
+				if lit, ok := cmd.Value.(*StringLit); ok {
 					n.Tool.Command = c.template(lit, fmt.Sprintf("command of tool %q", n.ID))
 					c.addSite(n.ID, nil, fmt.Sprintf("command of tool %q", n.ID), templateSiteRefs(n.Tool.Command, lit))
-					c.checkCommand(n, lit)
-				} else if p.Value != nil {
-					c.errorAtValue(p.Value, ErrExpected, `quote the command: command: "go test ./..."`, "command must be a string")
+					c.checkCommand(n, n.Tool.Command, lit)
+				} else if cmd.Value != nil {
+					c.errorAtValue(cmd.Value, ErrExpected, `quote the command: command: "go test ./..."`, "command must be a string")
 				}
-			} else {
-				c.errorf(d.Name.Start, d.Name.End, BadTemplate, `add command: "…" (run with bash -c in the workspace)`, "tool %q must declare command:", n.ID)
+			case script != nil:
+				c.scriptProps(n, script, props["language"])
+			default:
+				c.errorf(d.Name.Start, d.Name.End, BadTemplate, `add command: "…" (run with bash -c in the workspace), or script: with language:`, "tool %q must declare command: or script:", n.ID)
+			}
+			if p := props["language"]; p != nil && props["script"] == nil {
+				c.errorAtValue(p.Value, BadTemplate, "language: goes with script:", "tool %q declares language: without script:", n.ID)
 			}
 		case NodeCompute:
 			c.computeProps(n, d, props)
@@ -570,4 +578,35 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// scriptLanguages are the languages a tool's script: may be written in.
+var scriptLanguages = []string{"sh", "bash", "js", "py"}
+
+// scriptProps reads a tool's script: and its language: (sh by default).
+func (c *compiler) scriptProps(n *Node, p, lang *Property) {
+	n.Tool.Language = "sh"
+	if lang != nil {
+		if s, ok := c.str(lang); ok {
+			if !slices.Contains(scriptLanguages, s) {
+				c.errorAtValue(lang.Value, ErrInvalidValue, "use one of: "+strings.Join(scriptLanguages, ", "), "tool %q: unknown script language %q", n.ID, s)
+			} else {
+				n.Tool.Language = s
+			}
+		}
+	}
+	lit, ok := p.Value.(*StringLit)
+	if !ok {
+		if p.Value != nil {
+			c.errorAtValue(p.Value, ErrExpected, "write the script as a string, or a | block", "script must be a string")
+		}
+		return
+	}
+	what := fmt.Sprintf("script of tool %q", n.ID)
+	n.Tool.Script = c.template(lit, what)
+	c.addSite(n.ID, nil, what, templateSiteRefs(n.Tool.Script, lit))
+	if n.Tool.Language == "sh" || n.Tool.Language == "bash" {
+		// A shell script's references are placed as a command's are.
+		c.checkCommand(n, n.Tool.Script, lit)
+	}
 }

@@ -10,6 +10,7 @@ import (
 // need the whole graph.
 type toolCommand struct {
 	node *Node
+	t    *Template // the command, or a shell script
 	lit  *StringLit
 }
 
@@ -49,8 +50,7 @@ func engineValue(r *Ref) bool {
 // checkCommand warns (E093) about references of a tool's command that
 // stand where no rendering keeps their value inert. The engine keeps them
 // inert everywhere else (dsl/shell).
-func (c *compiler) checkCommand(n *Node, lit *StringLit) {
-	t := n.Tool.Command
+func (c *compiler) checkCommand(n *Node, t *Template, lit *StringLit) {
 	if t == nil || c.sink.full() {
 		return
 	}
@@ -69,7 +69,7 @@ func (c *compiler) checkCommand(n *Node, lit *StringLit) {
 			"command of tool %q: %s is %s", n.ID, r, u.Risk)
 		d.NodeID = n.ID
 	}
-	c.commands = append(c.commands, toolCommand{node: n, lit: lit})
+	c.commands = append(c.commands, toolCommand{node: n, t: t, lit: lit})
 }
 
 // checkRawRefs warns (E094) about raw references whose value a pull
@@ -77,7 +77,7 @@ func (c *compiler) checkCommand(n *Node, lit *StringLit) {
 func (c *compiler) checkRawRefs() {
 	for _, tc := range c.commands {
 		cur := tc.lit.cursor()
-		for _, r := range tc.node.Tool.Command.Refs() {
+		for _, r := range tc.t.Refs() {
 			start, end := cur.at(r.Offset), cur.at(r.End)
 			if !r.Raw {
 				continue

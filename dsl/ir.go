@@ -480,6 +480,12 @@ type Tool struct {
 	// is written for the place it stands in (dsl/shell), unless written
 	// {{!…}}, which splices it as shell text.
 	Command *Template
+	// Script, instead of Command, is a program in Language (sh, the
+	// default, bash, js or py), read by its interpreter from standard
+	// input. In a shell script a reference is given as in a command; in js
+	// and py it stands for its value as JSON, read from the environment.
+	Script   *Template
+	Language string
 }
 
 // Compute is the configuration of a compute node: one expression per

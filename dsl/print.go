@@ -297,7 +297,11 @@ func printNode(b *strings.Builder, n *Node) {
 	case n.Router != nil:
 		fmt.Fprintf(b, "    router mode=%s\n", n.Router.Mode)
 	case n.Tool != nil:
-		fmt.Fprintf(b, "    command %s\n", printTemplate(n.Tool.Command))
+		if n.Tool.Script != nil {
+			fmt.Fprintf(b, "    script %s %s\n", n.Tool.Language, printTemplate(n.Tool.Script))
+		} else {
+			fmt.Fprintf(b, "    command %s\n", printTemplate(n.Tool.Command))
+		}
 	case n.Compute != nil:
 		for _, f := range n.Compute.Fields {
 			fmt.Fprintf(b, "    expr %s = %s\n", f.Name, f.Expr)

@@ -40,7 +40,7 @@ var nodeProps = map[string]map[string]bool{
 	"tool": {
 		"command": true, "input": true, "output": true, "publish": true, "await": true, "timeout": true,
 		"description": true, "sandbox": true,
-		"script": false, "language": false, "action": false, "needs": false, "permission": true,
+		"script": true, "language": true, "action": false, "needs": false, "permission": true,
 		"parallel_safe": false, "goal": false, "postcondition": false, "policy": false,
 		"recovery": false, "artifact_labels": false,
 	},

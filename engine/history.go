@@ -39,7 +39,7 @@ func historyReaders(w *dsl.Workflow) map[string]bool {
 			templates(n.Human.Instructions)
 		}
 		if n.Tool != nil {
-			templates(n.Tool.Command)
+			templates(n.Tool.Command, n.Tool.Script)
 		}
 		if n.Fail != nil {
 			templates(n.Fail.Message)

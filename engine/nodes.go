@@ -123,16 +123,30 @@ const maxToolOutput = 4 << 20
 // then it fails the node, quoted. A non-zero exit fails the node with the
 // tail of stderr.
 func (rs *runState) tool(ctx context.Context, n *dsl.Node, input map[string]any) (map[string]any, error) {
-	command, refs, err := renderCommand(n.Tool.Command, rs.scope(input))
+	p := &Process{Node: n, MaxStdout: maxToolOutput, MaxStderr: 64 << 10}
+	if n.Tool.Script != nil {
+		// A script is read from standard input by its interpreter.
+		script, refs, err := renderScript(n.Tool.Script, n.Tool.Language, rs.scope(input))
+		if err != nil {
+			return nil, err
+		}
+		p.Argv, p.Env, p.Stdin = scriptArgv[n.Tool.Language], refs, strings.NewReader(script)
+	} else {
+		command, refs, err := renderCommand(n.Tool.Command, rs.scope(input))
+		if err != nil {
+			return nil, err
+		}
+		p.Argv, p.Env = []string{"bash", "-c", command}, refs
+	}
+	res, err := rs.runProcess(ctx, p)
 	if err != nil {
+		if n.Tool.Script != nil {
+			return nil, fmt.Errorf("running the %s script with %s: %w (is %s installed where the node's processes run?)", n.Tool.Language, p.Argv[0], err, p.Argv[0])
+		}
 		return nil, err
 	}
-	res, err := rs.runProcess(ctx, &Process{
-		Node: n, Argv: []string{"bash", "-c", command}, Env: refs,
-		MaxStdout: maxToolOutput, MaxStderr: 64 << 10,
-	})
-	if err != nil {
-		return nil, err
+	if n.Tool.Script != nil && res.ExitCode == 127 && strings.Contains(string(res.Stderr), "not found") {
+		return nil, failf(CodeExecutionFailed, "the %s script's interpreter %s is not installed where the node's processes run: %s", n.Tool.Language, p.Argv[0], tail(string(res.Stderr), 300))
 	}
 	if res.ExitCode != 0 {
 		// Scrubbed before it is cut: a cut secret would not be found.

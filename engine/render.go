@@ -355,3 +355,71 @@ func valueText(v any) string {
 	}
 	return string(b)
 }
+
+// renderScript renders a tool's script for its language. A shell script
+// (sh, bash) is rendered as a command is, each reference's value given
+// as data in an environment variable. In a js or py script a reference
+// stands for its value as JSON, read from an environment variable at run
+// time, so no value is ever parsed as code: JSON.parse(process.env.X) or
+// json.loads(os.environ["X"]). A value the run does not have is null
+// (None). {{!…}} splices the value's text into the script.
+func renderScript(t *dsl.Template, lang string, s *scope) (string, []string, error) {
+	if lang == "sh" || lang == "bash" {
+		return renderCommand(t, s)
+	}
+	var b strings.Builder
+	var env []string
+	z := &sizer{t: t, max: maxRendered}
+	tooLarge := func(err error) (string, []string, error) {
+		return "", nil, failf(CodeToolFailedPermanent, "script: %v", err)
+	}
+	for _, p := range t.Parts {
+		if p.Ref == nil {
+			if err := z.add(nil, int64(len(p.Literal))); err != nil {
+				return tooLarge(err)
+			}
+			b.WriteString(p.Literal)
+			continue
+		}
+		v := s.Lookup(p.Ref.Namespace, p.Ref.Path)
+		if p.Ref.Raw && v != nil {
+			text, err := z.refText(p.Ref, v)
+			if err != nil {
+				return tooLarge(err)
+			}
+			b.WriteString(text)
+			continue
+		}
+		if v == nil {
+			b.WriteString(map[string]string{"js": "null", "py": "None"}[lang])
+			continue
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return "", nil, failf(CodeToolFailedPermanent, "script: %s cannot be given as JSON: %v", p.Ref, err)
+		}
+		if err := z.add(p.Ref, int64(len(data))); err != nil {
+			return tooLarge(err)
+		}
+		name := fmt.Sprintf("ITERION_REF_%d", len(env)+1)
+		if len(name)+1+len(data) >= maxEnvEntry {
+			return "", nil, failf(CodeToolFailedPermanent, "script: the value of %s is %d bytes as JSON, more than an environment variable can hold (128 KiB): write it to a file in an earlier node and read the file here", p.Ref, len(data))
+		}
+		env = append(env, name+"="+string(data))
+		switch lang {
+		case "js":
+			fmt.Fprintf(&b, "JSON.parse(process.env.%s)", name)
+		default:
+			fmt.Fprintf(&b, "__import__(\"json\").loads(__import__(\"os\").environ[%q])", name)
+		}
+	}
+	return b.String(), env, nil
+}
+
+// scriptArgv runs a script of lang read from standard input.
+var scriptArgv = map[string][]string{
+	"sh":   {"sh", "-s"},
+	"bash": {"bash", "-s"},
+	"js":   {"node", "-"},
+	"py":   {"python3", "-"},
+}
