@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
 )
@@ -17,35 +18,10 @@ type tool struct {
 	run func(ctx context.Context, task *engine.Task, conv *Conversation, call Block, input map[string]any) (string, error)
 }
 
-// The texts the model reads back (upstream's, ADR-081).
-const (
-	postedText   = "Question posted. The operator's answer will arrive in your conversation as an operator message tagged with the question id — keep working on everything that does not depend on it. Call await_answers only when you cannot proceed without the pending answers."
-	asyncSection = `[ASYNC QUESTIONS]
-You can ask the operator questions without stopping your work: call ask_user_async with the question.
-Post your questions early, as soon as you see you will need an answer, then keep working on everything
-that does not depend on them. Each answer arrives later in this conversation as an operator message
-that starts with [Answer to question <id>]. Call await_answers only when you truly cannot go on without
-the pending answers: it returns at once when everything is answered, otherwise the run pauses until the
-operator replies. Use the blocking ask_user only for destructive or irreversible decisions.`
-)
-
-var questionSchema = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"question": map[string]any{"type": "string", "description": "The question for the operator."},
-		"options": map[string]any{"type": "array", "maxItems": 32, "items": map[string]any{
-			"type": "object", "properties": map[string]any{
-				"id": map[string]any{"type": "string"}, "label": map[string]any{"type": "string", "maxLength": 200},
-			}, "required": []string{"id", "label"},
-		}},
-		"allow_free_text": map[string]any{"type": "boolean"},
-	},
-	"required": []string{"question"},
-}
-
 // toolsFor returns the tools of a task: the workspace tools its node
-// lists, ask_user when it may interact, and the async pair when it is
-// interaction: async (even with no other tools).
+// lists, and the interaction tools of its interaction mode (ask_user when
+// it may interact, the async pair when it is interaction: async, even
+// with no other tools), as every backend offers them.
 func (b *Backend) toolsFor(task *engine.Task) []tool {
 	var tools []tool
 	for _, name := range task.Tools {
@@ -56,17 +32,11 @@ func (b *Backend) toolsFor(task *engine.Task) []tool {
 			tools = append(tools, t)
 		}
 	}
-	if task.Interaction != "" && task.Interaction != "none" {
-		tools = append(tools, tool{
-			def: ToolDef{Name: "ask_user", Description: "Ask the operator a question and wait for the answer. The run pauses until they reply: use it only for decisions you must not take alone.", Schema: questionSchema},
-			run: askUser,
-		})
+	runs := map[string]func(context.Context, *engine.Task, *Conversation, Block, map[string]any) (string, error){
+		asktools.AskUser: askUser, asktools.AskUserAsync: askUserAsync, asktools.AwaitAnswers: awaitAnswers,
 	}
-	if task.Interaction == "async" {
-		tools = append(tools,
-			tool{def: ToolDef{Name: "ask_user_async", Description: "Post a question to the operator and keep working; the answer arrives later as an operator message tagged with the question id.", Schema: questionSchema}, run: askUserAsync},
-			tool{def: ToolDef{Name: "await_answers", Description: "Wait for the answers to your posted questions. Returns them at once if all are answered; otherwise the run pauses until they are.", Schema: map[string]any{"type": "object", "properties": map[string]any{"note": map[string]any{"type": "string"}}}}, run: awaitAnswers},
-		)
+	for _, t := range asktools.For(task.Interaction) {
+		tools = append(tools, tool{def: ToolDef{Name: t.Name, Description: t.Description, Schema: t.Schema}, run: runs[t.Name]})
 	}
 	return tools
 }
@@ -185,81 +155,22 @@ func (b *Backend) resumePermission(ctx context.Context, task *engine.Task, tools
 	return toolResult(id, fmt.Sprintf("unknown tool %q", call.Name), true), nil
 }
 
-func questionInput(input map[string]any) (string, []engine.Option, *bool) {
-	q, _ := input["question"].(string)
-	var opts []engine.Option
-	if list, ok := input["options"].([]any); ok {
-		for _, o := range list {
-			m, _ := o.(map[string]any)
-			id, _ := m["id"].(string)
-			label, _ := m["label"].(string)
-			if id == "" || label == "" || len(label) > 200 || len(opts) >= 32 {
-				continue // malformed entries are skipped
-			}
-			opts = append(opts, engine.Option{ID: id, Label: label})
-		}
-	}
-	var free *bool
-	if v, ok := input["allow_free_text"].(bool); ok {
-		free = &v
-	}
-	return strings.TrimSpace(q), opts, free
-}
-
-func askUser(_ context.Context, _ *engine.Task, conv *Conversation, call Block, input map[string]any) (string, error) {
-	q, opts, _ := questionInput(input)
-	if q == "" {
-		return "", fmt.Errorf("question is empty: ask_user needs a question")
-	}
-	return "", &engine.NeedsInteractionError{Question: q, Options: opts, PendingToolUseID: call.ID}
-}
-
-func askUserAsync(ctx context.Context, task *engine.Task, _ *Conversation, _ Block, input map[string]any) (string, error) {
-	if task.PostQuestion == nil {
-		return "", fmt.Errorf("ask_user_async is not available here (inside a fan-out branch questions cannot be posted: the async node belongs on the trunk)")
-	}
-	q, opts, free := questionInput(input)
-	if q == "" {
-		return "", fmt.Errorf("question is empty: ask_user_async needs a question")
-	}
-	id, err := task.PostQuestion(ctx, engine.AsyncQuestion{Question: q, Options: opts, AllowFreeText: free})
-	if err != nil {
-		return "", fmt.Errorf("posting the question: %w", err)
-	}
-	return postedText + " (question id: " + id + ")", nil
-}
-
-func awaitAnswers(ctx context.Context, task *engine.Task, conv *Conversation, call Block, _ map[string]any) (string, error) {
-	if task.PendingQuestions == nil {
-		return "", fmt.Errorf("await_answers cannot pause inside a fan-out branch (a pause is run-global): put an await_answers node in the graph instead")
-	}
-	pending, err := task.PendingQuestions(ctx)
+func askUser(_ context.Context, _ *engine.Task, _ *Conversation, call Block, input map[string]any) (string, error) {
+	q, err := asktools.Ask(input)
 	if err != nil {
 		return "", err
 	}
-	if len(pending) == 0 {
-		text, err := task.CollectAnswers(ctx)
-		if err != nil {
-			return "", err
-		}
-		// The answers are in this result: their queued copies would reach
-		// the agent a second time. Other operator messages ride along.
-		if task.InboxDrain != nil {
-			msgs, err := task.InboxDrain(ctx)
-			if err != nil {
-				return "", err
-			}
-			var others []string
-			for _, m := range msgs {
-				if !strings.HasPrefix(m, "[Answer to question ") {
-					others = append(others, m)
-				}
-			}
-			if len(others) > 0 {
-				text += "\n\nOperator messages:\n" + strings.Join(others, "\n")
-			}
-		}
-		return text, nil
+	return "", &engine.NeedsInteractionError{Question: q.Question, Options: q.Options, PendingToolUseID: call.ID}
+}
+
+func askUserAsync(ctx context.Context, task *engine.Task, _ *Conversation, _ Block, input map[string]any) (string, error) {
+	return asktools.Post(ctx, task, input)
+}
+
+func awaitAnswers(ctx context.Context, task *engine.Task, _ *Conversation, call Block, _ map[string]any) (string, error) {
+	text, pending, err := asktools.Await(ctx, task)
+	if err != nil || len(pending) == 0 {
+		return text, err
 	}
 	return "", &engine.NeedsInteractionError{AwaitPending: pending, PendingToolUseID: call.ID}
 }
@@ -272,7 +183,7 @@ func systemPrompt(task *engine.Task) string {
 		parts = append(parts, task.System)
 	}
 	if task.Interaction == "async" {
-		parts = append(parts, asyncSection)
+		parts = append(parts, asktools.SystemSection)
 	}
 	if task.OutputSchema != nil {
 		schema, _ := json.Marshal(task.OutputSchema)
