@@ -62,7 +62,7 @@ const maxImageRef = 512
 //	sandbox-block = INDENT { sandbox-key } DEDENT | "{" … "}" .
 //	sandbox-key = "mode" ":" ( mode-name | "inline" )
 //	            | "image" ":" string
-//	            | "network" ":" ( "none" | "open" | network-block )
+//	            | "network" ":" ( "none" | "open" | "model_only" | network-block )
 //	            | "env" ":" env-block
 //	            | "host_state" ":" "none"
 //	            | refused-key ":" value .
@@ -222,12 +222,14 @@ func (c *compiler) sandboxImage(p *Property) string {
 	return s
 }
 
-// sandboxNetwork reads network: a short none or open, or upstream's block,
-// of which only mode: open (and our none) is supported.
+// sandboxNetwork reads network: a short none, open or model_only, or
+// upstream's block, of which only mode: open (and our none and model_only)
+// is supported.
 //
-//	network = "none" | "open" | INDENT [ "mode" ":" ( "open" | "none" ) ] DEDENT .
+//	network = mode | INDENT [ "mode" ":" mode ] DEDENT .
+//	mode    = "none" | "open" | "model_only" | `"model-only"` .
 func (c *compiler) sandboxNetwork(p *Property, mode SandboxMode, owner string) string {
-	const refuseHint = "use network: open, or leave network: out for the default (no network)"
+	const refuseHint = "use network: open or model_only, or leave network: out for the default (no network; an agent CLI reaches its model only)"
 	var entries []*Property
 	switch v := p.Value.(type) {
 	case *StringLit, *WordLit:
@@ -239,7 +241,7 @@ func (c *compiler) sandboxNetwork(p *Property, mode SandboxMode, owner string) s
 	case nil:
 		return ""
 	default:
-		c.errorAtValue(v, ErrExpected, "write network: none or network: open", "network of the sandbox of %s must be none, open or a block", owner)
+		c.errorAtValue(v, ErrExpected, "write network: none, network: model_only or network: open", "network of the sandbox of %s must be none, model_only, open or a block", owner)
 		return ""
 	}
 	var modeProp *Property
@@ -277,19 +279,24 @@ func (c *compiler) sandboxNetwork(p *Property, mode SandboxMode, owner string) s
 	return c.networkMode(modeProp, mode, owner, refuseHint)
 }
 
-// networkMode reads one network mode value: none or open.
+// networkMode reads one network mode value: none, open or model_only
+// (also written "model-only", as the issue tracker and the engine name it).
 func (c *compiler) networkMode(p *Property, mode SandboxMode, owner, refuseHint string) string {
 	s, ok := c.str(p)
 	if !ok {
 		return ""
 	}
+	written := s
+	if s == "model_only" {
+		s = SandboxNetworkModelOnly
+	}
 	switch s {
 	case SandboxNetworkOpen:
 		return s
-	case SandboxNetworkNone:
+	case SandboxNetworkNone, SandboxNetworkModelOnly:
 		if mode == SandboxHost {
 			c.errorAtValue(p.Value, ErrInvalidValue, "remove network:, or use a sandbox (auto, bwrap or docker) to cut the network off",
-				"network: none cannot be enforced for %s: processes on the host share the server's network", owner)
+				"network: %s cannot be enforced for %s: processes on the host share the server's network", written, owner)
 			return ""
 		}
 		return s
@@ -298,10 +305,10 @@ func (c *compiler) networkMode(p *Property, mode SandboxMode, owner, refuseHint 
 			"network mode %s in the sandbox of %s is not supported: this implementation has no allow or deny lists", s, owner)
 		return ""
 	}
-	valid := []string{SandboxNetworkNone, SandboxNetworkOpen}
-	hint := "use none or open"
+	valid := []string{SandboxNetworkNone, SandboxNetworkOpen, "model_only"}
+	hint := "use none, model_only or open"
 	if near := c.suggest(s, valid); near != "" {
-		hint = fmt.Sprintf("did you mean %q? (none or open)", near)
+		hint = fmt.Sprintf("did you mean %q? (none, model_only or open)", near)
 	}
 	c.errorAtValue(p.Value, ErrInvalidValue, hint, "invalid network mode %q in the sandbox of %s", s, owner)
 	return ""

@@ -555,13 +555,18 @@ func (m SandboxMode) String() string {
 }
 
 // The values of Sandbox.Network besides "", the default: no network for
-// tool nodes and agents' shell tools, while a CLI agent backend, which
-// calls its model API itself, opens it for its own process.
+// tool nodes and agents' shell tools, and model-only for a CLI agent
+// backend's own process.
 const (
 	// SandboxNetworkNone cuts the sandbox off from the network.
 	SandboxNetworkNone = "none"
 	// SandboxNetworkOpen gives the sandbox the network the server has.
 	SandboxNetworkOpen = "open"
+	// SandboxNetworkModelOnly cuts the sandbox off from the network, except
+	// that an agent CLI reaches its model provider through the run's model
+	// proxy (which holds the key). For tool nodes and agents' shell tools
+	// it is none.
+	SandboxNetworkModelOnly = "model-only"
 )
 
 // Sandbox is a sandbox: declaration, on the workflow or on a node. It
@@ -574,8 +579,8 @@ type Sandbox struct {
 	// Image is the docker image, for SandboxDocker; "" means the server's
 	// configured image.
 	Image string
-	// Network is "" (the default for the node kind), SandboxNetworkNone or
-	// SandboxNetworkOpen.
+	// Network is "" (the default for the node kind), SandboxNetworkNone,
+	// SandboxNetworkOpen or SandboxNetworkModelOnly.
 	Network string
 	// Env is extra environment for the sandboxed processes: literal,
 	// non-secret values (no templates, nothing read from the server's

@@ -71,6 +71,13 @@ type Task struct {
 	// no tool that writes (write, edit, a shell), and Run and Exec mount
 	// the workspace read-only.
 	ReadOnly bool
+	// Network is the network policy the node's sandbox: declaration (or
+	// its workflow's) asks for: NetworkOpen, NetworkNone,
+	// NetworkModelOnly, or NetworkDefault when it declares none (the
+	// server's default then applies, none unless the operator opened it).
+	// A CLI backend reads it to tell whether the node may use what only
+	// the open network allows (the operator's own pi logins).
+	Network Network
 
 	// InboxDrain returns the messages queued for this node since the last
 	// call (async answers, operator notes). Backends call it between turns

@@ -56,7 +56,7 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		RunID: rs.run.ID, NodeID: n.ID, Iteration: iteration,
 		System: system, User: user,
 		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
-		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(),
+		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(), Network: declaredNetwork(rs.w.SandboxFor(n)),
 		Permission: n.LLM.Permission, ReadOnly: n.LLM.ReadOnly,
 	}
 	if !n.LLM.PermissionModeSet && rs.e.permission != permission.Off {

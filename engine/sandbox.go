@@ -50,8 +50,14 @@ const (
 	NetworkDefault Network = iota
 	// NetworkNone: no network at all, not even the host's loopback.
 	NetworkNone
-	// NetworkOpen: the host's network, for processes that call a model API.
+	// NetworkOpen: the host's network, loopback included.
 	NetworkOpen
+	// NetworkModelOnly: no network, except the run's model proxy, which an
+	// agent CLI reaches through a forwarder inside its sandbox to a socket
+	// bound in (package backends/runchannel wraps its command so). For the
+	// sandbox it is the default: none, unless the node's sandbox:
+	// declaration or the server's default opens the network.
+	NetworkModelOnly
 )
 
 func (n Network) String() string {
@@ -60,6 +66,8 @@ func (n Network) String() string {
 		return "none"
 	case NetworkOpen:
 		return "open"
+	case NetworkModelOnly:
+		return "model-only"
 	}
 	return "default"
 }
@@ -242,4 +250,21 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// declaredNetwork is the network policy a sandbox: declaration asks for;
+// NetworkDefault when there is none or it says nothing of the network.
+func declaredNetwork(decl *dsl.Sandbox) Network {
+	if decl == nil {
+		return NetworkDefault
+	}
+	switch decl.Network {
+	case dsl.SandboxNetworkNone:
+		return NetworkNone
+	case dsl.SandboxNetworkOpen:
+		return NetworkOpen
+	case dsl.SandboxNetworkModelOnly:
+		return NetworkModelOnly
+	}
+	return NetworkDefault
 }

@@ -182,3 +182,36 @@ func TestToolNodeStartIsStoredWhenItStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A backend sees the network its node's sandbox: declaration (or the
+// workflow's) asks for, so that a CLI backend can tell whether the node may
+// use what only the open network allows.
+func TestTaskNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name, node, workflow string
+		want                 engine.Network
+	}{
+		{name: "none declared", want: engine.NetworkDefault},
+		{name: "node open", node: "  sandbox:\n    mode: auto\n    network: open\n", want: engine.NetworkOpen},
+		{name: "node model_only", node: "  sandbox:\n    mode: auto\n    network: model_only\n", want: engine.NetworkModelOnly},
+		{name: "workflow none", workflow: "  sandbox:\n    mode: auto\n    network: none\n", want: engine.NetworkNone},
+		{name: "node without network over a workflow's", node: "  sandbox: auto\n", workflow: "  sandbox:\n    mode: auto\n    network: open\n", want: engine.NetworkDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "agent a:\n  model: \"anthropic/m\"\n  backend: \"claw\"\n  user: \"hi\"\n" + tc.node + "workflow w:\n  entry: a\n" + tc.workflow + "  a -> done\n"
+			var got engine.Network = -1
+			backend := &script{run: func(_ context.Context, task *engine.Task) (*engine.Result, error) {
+				got = task.Network
+				return &engine.Result{Output: map[string]any{"text": "ok"}}, nil
+			}}
+			e := engine.New(engine.Options{Store: newStore(t), Backends: map[string]engine.Backend{"claw": backend}, Poll: time.Hour,
+				Sandbox: nodesandboxtest.New(t, nodesandbox.Options{AllowNetwork: true})})
+			if run := start(t, e, mustCompile(t, src), nil); run.Status != engine.StatusFinished {
+				t.Fatalf("status = %s (%s)", run.Status, run.Error)
+			}
+			if got != tc.want {
+				t.Errorf("Task.Network = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -328,8 +328,8 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 		return ""
 	},
 	"sandbox.network": func(at string, v reflect.Value) string {
-		if s := v.String(); s != "none" && s != "open" {
-			return at + ": use none (the default: no network at all) or open (the server's network, loopback included)"
+		if s := v.String(); s != "none" && s != "open" && s != "model-only" {
+			return at + ": use none (the default: no network at all; agent CLIs reach their model only, through the run's proxy), model-only (the same) or open (the server's network, loopback included)"
 		}
 		return ""
 	},

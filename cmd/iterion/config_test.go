@@ -181,6 +181,7 @@ sandbox:
   driver: docker
   allow_host: true
   allow_network: true
+  network: model-only
   docker_image: golang:1.26
   docker_images: ["node:20"]
   max_parallel_branches: 3
@@ -212,7 +213,7 @@ api: {}
 			Log:           logSettings{Level: "debug", Format: "json"},
 			GitHub: githubFile{AppID: 123456, APIURL: "https://ghe.example.com/api/v3/", GitURL: "https://ghe.example.com",
 				Workers: 8, PrivateKeyFile: "/etc/iterion/app.pem", KeepWorkspaces: 72 * time.Hour},
-			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, AllowNetwork: true, DockerImage: "golang:1.26", DockerImages: []string{"node:20"}, MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
+			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, AllowNetwork: true, Network: "model-only", DockerImage: "golang:1.26", DockerImages: []string{"node:20"}, MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
 				Mounts: []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"},
 				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
 			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},

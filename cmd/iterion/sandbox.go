@@ -22,8 +22,10 @@ type sandboxSettings struct {
 	// default under serve: a workflow could otherwise opt out of isolation.
 	AllowHost bool `yaml:"allow_host"`
 	// Network is the network of processes whose workflow declares none:
-	// none (the default: not even the server's loopback) or open (the
-	// server's network, loopback included).
+	// none (the default: not even the server's loopback; an agent CLI
+	// still reaches its model through the run's proxy), model-only (the
+	// same, by its name for agents) or open (the server's network,
+	// loopback included).
 	Network string `yaml:"network"`
 	// AllowNetwork lets workflows ask for network: open. Off by default
 	// under serve: open is the server's network, loopback included.

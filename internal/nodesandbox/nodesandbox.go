@@ -441,7 +441,11 @@ func result(res *sandbox.Result, p *engine.Process) *engine.ProcessResult {
 }
 
 // network is the policy of p: what the process asked for, else its
-// node's declaration, else the server's.
+// node's declaration, else the server's. model-only is no network for the
+// sandbox: the process reaches its model through the run channel's socket
+// bound in (package backends/runchannel), which is no network at all; a
+// process that asks for it still gets the network its node declares or
+// the server opens.
 func (s *Sandboxes) network(p *engine.Process) sandbox.Network {
 	switch p.Network {
 	case engine.NetworkOpen:
@@ -453,7 +457,7 @@ func (s *Sandboxes) network(p *engine.Process) sandbox.Network {
 		switch decl.Network {
 		case dsl.SandboxNetworkOpen:
 			return sandbox.NetworkOpen
-		case dsl.SandboxNetworkNone:
+		case dsl.SandboxNetworkNone, dsl.SandboxNetworkModelOnly:
 			return sandbox.NetworkNone
 		}
 	}

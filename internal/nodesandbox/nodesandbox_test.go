@@ -102,21 +102,30 @@ func TestNetworkPolicy(t *testing.T) {
 	probe := "(exec 3<>/dev/tcp/127.0.0.1/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + ") 2>/dev/null && echo reached || echo cut"
 	closed := nodesandboxtest.New(t, nodesandbox.Options{AllowNetwork: true})
 	open := nodesandboxtest.New(t, nodesandbox.Options{OpenNetwork: true})
+	modelOnly := "  sandbox:\n    mode: auto\n    network: model_only\n"
 	tests := []struct {
 		name string
 		sb   *nodesandbox.Sandboxes
 		decl string
+		// asks is the policy the process asks for (a CLI backend's
+		// process asks for model-only).
+		asks engine.Network
 		want string
 	}{
-		{"default", closed, "", "cut"},
-		{"node opens where allowed", closed, "  sandbox:\n    mode: auto\n    network: open\n", "reached"},
-		{"server opens", open, "", "reached"},
-		{"node closes what the server opens", open, "  sandbox:\n    mode: auto\n    network: none\n", "cut"},
+		{"default", closed, "", 0, "cut"},
+		{"node opens where allowed", closed, "  sandbox:\n    mode: auto\n    network: open\n", 0, "reached"},
+		{"server opens", open, "", 0, "reached"},
+		{"node closes what the server opens", open, "  sandbox:\n    mode: auto\n    network: none\n", 0, "cut"},
+		{"node declares model-only", open, modelOnly, 0, "cut"},
+		{"process asks model-only", closed, "", engine.NetworkModelOnly, "cut"},
+		{"process asks model-only, node opens", closed, "  sandbox:\n    mode: auto\n    network: open\n", engine.NetworkModelOnly, "reached"},
+		{"process asks model-only, server opens", open, "", engine.NetworkModelOnly, "reached"},
+		{"process and node model-only, server opens", open, modelOnly, engine.NetworkModelOnly, "cut"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w, n := tool(t, tc.decl)
-			res, err := run(t, tc.sb, w, n, probe)
+			res, err := tc.sb.Run(context.Background(), &engine.Process{Workflow: w, Node: n, Argv: []string{"bash", "-c", probe}, Dir: t.TempDir(), Network: tc.asks})
 			if err != nil {
 				t.Fatal(err)
 			}
