@@ -60,3 +60,5 @@ fuzz:
 	$(GO) test ./backends/pi/rpc -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/permission -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzExpandEnv$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/runchannel -run '^$$' -fuzz '^FuzzParseExecArgs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/runchannel -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
