@@ -111,6 +111,12 @@ func (s *Session) serveModel(w http.ResponseWriter, r *http.Request) {
 			"iterion's model proxy forwards only below the base URL of %s: the path %s leaves it (. or .. segments, encoded slashes)", name, clip(r.URL.EscapedPath(), 200)))
 		return
 	}
+	// Without full duplex, the server closes the request's body once the
+	// answer's first bytes are flushed, while the transport may still read
+	// it (to see its end): the transport then fails its write and closes
+	// the provider's connection, cutting a stream in the middle. The
+	// benchmarks found it; TestProxyStreamsOneAfterAnother keeps it fixed.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	up.proxy.ServeHTTP(rec, r)
 	s.log.Debug("model request", "provider", name, "method", r.Method, "path", "/"+clip(rest, 200), "status", rec.status, "duration", time.Since(start))

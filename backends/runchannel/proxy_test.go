@@ -238,11 +238,12 @@ func TestProxyStreamsEachChunk(t *testing.T) {
 		if want := fmt.Sprintf("event: content_block_delta\ndata: {\"i\":%d}\n", i); event != want {
 			t.Fatalf("event %d = %q, want %q", i, event, want)
 		}
-		if i < events-1 {
-			next <- struct{}{}
+		select {
+		case next <- struct{}{}:
+		case <-ctx.Done():
+			t.Fatalf("event %d: the provider's handler is gone (its connection was cut)", i)
 		}
 	}
-	next <- struct{}{}
 	if rest, _ := io.ReadAll(rd); len(rest) != 0 {
 		t.Errorf("after the last event: %q", rest)
 	}
@@ -304,5 +305,64 @@ func TestOpenRefusesBadUpstreams(t *testing.T) {
 	dup := []runchannel.Upstream{{Name: "a", BaseURL: "https://x"}, {Name: "a", BaseURL: "https://y"}}
 	if _, err := runchannel.Open(context.Background(), &engine.Task{}, runchannel.Options{Binary: testBinary(t), Upstreams: dup}); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Errorf("duplicate: err = %v", err)
+	}
+}
+
+// Streams one after the other, each request with a body and each event
+// read before the next is written, all arrive whole: the proxy never cuts
+// a stream in the middle (it did when the server closed the request's
+// body at the answer's first flush, racing the transport's read of it).
+func TestProxyStreamsOneAfterAnother(t *testing.T) {
+	const streams, events = 200, 10
+	next := make(chan struct{})
+	// The provider answers before it has read the request, as a provider
+	// may: the widest window for the race.
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for range events {
+			io.WriteString(w, "data: {}\n\n")
+			if rc.Flush() != nil {
+				return
+			}
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	s := open(t, &engine.Task{}, runchannel.Options{Upstreams: upstreamsAt(up.URL)})
+	hc := unixClient(s.Socket())
+	body := `{"stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 64<<10) + `"}]}`
+	for i := range streams {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure guard, not a wait
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/model/anthropic/v1/messages", strings.NewReader(body))
+		req.Header.Set("X-Api-Key", s.Key())
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := bufio.NewReader(res.Body)
+		for j := range events {
+			for {
+				line, err := rd.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream %d, event %d: %v (the stream was cut)", i, j, err)
+				}
+				if line == "\n" {
+					break
+				}
+			}
+			select {
+			case next <- struct{}{}:
+			case <-ctx.Done():
+				t.Fatalf("stream %d, event %d: the provider's handler is gone (its connection was cut)", i, j)
+			}
+		}
+		io.Copy(io.Discard, rd)
+		res.Body.Close()
+		cancel()
 	}
 }
