@@ -66,19 +66,35 @@ func (s *Session) upstreams(list []Upstream) (map[string]*upstream, error) {
 		}
 		ups[u.Name] = up
 		s.names = append(s.names, u.Name)
-		if u.Key != "" {
-			s.secret = append(s.secret, u.Key)
-		}
-		for _, vs := range u.Header {
-			for _, v := range vs {
-				if len(v) >= 8 {
-					s.secret = append(s.secret, v)
-				}
-			}
+		for _, v := range up.credentials() {
+			s.secret = append(s.secret, v)
 		}
 	}
 	slices.Sort(s.names)
 	return ups, nil
+}
+
+// minSecret is the shortest value taken for a credential when looking for
+// it elsewhere (an environment, an error answer): a shorter "key" is a
+// placeholder (a fake model's), and looking for it would find it
+// everywhere.
+const minSecret = 8
+
+// credentials are the values of u that must not leave the server: its key
+// and its extra headers' values.
+func (u *upstream) credentials() []string {
+	var out []string
+	if len(u.Key) >= minSecret {
+		out = append(out, u.Key)
+	}
+	for _, vs := range u.Header {
+		for _, v := range vs {
+			if len(v) >= minSecret {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // serveModel proxies a request for /model/<provider>/<path>.
@@ -210,13 +226,8 @@ func (u *upstream) scrub(res *http.Response) error {
 	if err != nil {
 		return fmt.Errorf("reading the error answer of %s: %w", u.Name, err)
 	}
-	body = bytes.ReplaceAll(body, []byte(u.Key), []byte("[redacted]"))
-	for _, vs := range u.Header {
-		for _, v := range vs {
-			if len(v) >= 8 {
-				body = bytes.ReplaceAll(body, []byte(v), []byte("[redacted]"))
-			}
-		}
+	for _, v := range u.credentials() {
+		body = bytes.ReplaceAll(body, []byte(v), []byte("[redacted]"))
 	}
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))

@@ -207,7 +207,9 @@ func Open(ctx context.Context, task *engine.Task, opts Options) (*Session, error
 	if err != nil {
 		return nil, fmt.Errorf("creating the run channel's directory: %w", err)
 	}
-	s.dir, _ = filepath.EvalSymlinks(s.dir) // the path the sandbox binds
+	if real, err := filepath.EvalSymlinks(s.dir); err == nil {
+		s.dir = real // the path the sandbox binds
+	}
 	s.sock = filepath.Join(s.dir, "s")
 	if len(s.sock) > maxSocketPath {
 		os.RemoveAll(s.dir)
