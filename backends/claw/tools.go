@@ -56,7 +56,7 @@ func (b *Backend) runTool(ctx context.Context, task *engine.Task, tools []tool, 
 		}
 		switch v := task.Permission.Decide(permission.Call{Tool: call.Name, Input: input}); v.Decision {
 		case permission.Refuse:
-			return toolResult(call.ID, refusedText(v.Reason(task.Permission.Mode)), true), nil
+			return toolResult(call.ID, permission.RefusedText(v.Reason(task.Permission.Mode)), true), nil
 		case permission.AskPerson:
 			conv.PermissionAsked = call.ID
 			return Block{}, &engine.NeedsInteractionError{
@@ -108,10 +108,6 @@ func permissionQuestion(tool string, input map[string]any, reason string) string
 	return fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.", tool, arg, reason)
 }
 
-func refusedText(reason string) string {
-	return fmt.Sprintf("refused by the workflow's permission policy (%s). Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", reason)
-}
-
 // resumePermission decides the call a run paused on to ask about: runs
 // it when the answer allows it, refuses it otherwise with the person's
 // words, and returns its tool_result.
@@ -147,7 +143,7 @@ func (b *Backend) resumePermission(ctx context.Context, task *engine.Task, tools
 		if t.def.Name == call.Name {
 			// Refused since (the workflow changed) stays refused.
 			if v := task.Permission.Decide(permission.Call{Tool: call.Name, Input: input}); v.Decision == permission.Refuse {
-				return toolResult(id, refusedText(v.Reason(task.Permission.Mode)), true), nil
+				return toolResult(id, permission.RefusedText(v.Reason(task.Permission.Mode)), true), nil
 			}
 			return runGranted(ctx, task, conv, t, *call, input)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // The channel's protocol: POST requests with a JSON body under
@@ -252,10 +253,11 @@ func (s *Session) call(ctx context.Context, name string, input map[string]any) R
 	return fail(fmt.Errorf("unknown tool %q", name)) // offers() let it through: a tool without a case here
 }
 
-// permission decides req; a failing policy denies (fail closed).
+// permission decides req: the backend's hook, else the node's policy; a
+// failing hook denies (fail closed).
 func (s *Session) permission(ctx context.Context, req PermissionRequest) PermissionDecision {
 	if s.opts.Permission == nil {
-		return PermissionDecision{Allow: true}
+		return s.decide(req)
 	}
 	d, err := s.opts.Permission(ctx, req)
 	if err != nil {
@@ -263,6 +265,30 @@ func (s *Session) permission(ctx context.Context, req PermissionRequest) Permiss
 		return PermissionDecision{Reason: fmt.Sprintf("%s is denied: the permission check failed (%v)", req.Tool, err)}
 	}
 	return d
+}
+
+// decide applies the node's permission: policy to req. A call the policy
+// would hold for a person is refused: without the backend's hook nobody
+// can be asked, and an unanswered call fails closed.
+func (s *Session) decide(req PermissionRequest) PermissionDecision {
+	pol := s.task.Permission
+	if !pol.Gated() {
+		return PermissionDecision{Allow: true}
+	}
+	var input map[string]any
+	if len(req.Input) > 0 {
+		if err := json.Unmarshal(req.Input, &input); err != nil {
+			return PermissionDecision{Reason: fmt.Sprintf("%s is denied: its input is not a JSON object (%v)", req.Tool, err)}
+		}
+	}
+	v := pol.Decide(permission.Call{Tool: req.Tool, Input: input})
+	switch v.Decision {
+	case permission.Refuse:
+		return PermissionDecision{Reason: permission.RefusedText(v.Reason(pol.Mode))}
+	case permission.AskPerson:
+		return PermissionDecision{Reason: permission.RefusedText(v.Reason(pol.Mode) + ", which asks a person first, and this backend cannot ask one")}
+	}
+	return PermissionDecision{Allow: true}
 }
 
 // failed answers a call whose closure failed: 500, unless the session or

@@ -14,6 +14,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // node is an in-memory async node: the questions it posted, their
@@ -335,5 +336,37 @@ func TestClientFromEnv(t *testing.T) {
 	env := map[string]string{"ITERION_CHANNEL": "rel/s", "ITERION_CHANNEL_TOKEN": "t", "ITERION_RUN_ID": "r", "ITERION_NODE_ID": "n"}
 	if _, err := runchannel.ClientFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "absolute path") {
 		t.Errorf("relative socket: err = %v", err)
+	}
+}
+
+// Without the backend's hook, the node's permission: policy decides, as
+// claw's gate does, with the same texts; a call it would hold for a
+// person is refused (nobody can be asked), and iterion's own tools pass.
+func TestChannelPermissionFromThePolicy(t *testing.T) {
+	ctx := context.Background()
+	rules := func(list ...string) []permission.Rule {
+		r, err := permission.ParseRules(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	task := (&node{}).task("r1", "n", "none")
+	task.Permission = &permission.Policy{Mode: permission.Off, Deny: rules("Bash(rm *)"), Ask: rules("Write")}
+	c := client(t, open(t, task, runchannel.Options{}))
+	for _, tc := range []struct {
+		tool, input string
+		want        runchannel.PermissionDecision
+	}{
+		{"bash", `{"command":"ls"}`, runchannel.PermissionDecision{Allow: true}},
+		{"Bash", `{"command":"rm -rf /"}`, runchannel.PermissionDecision{Reason: permission.RefusedText("the rule Bash(rm *)")}},
+		{"write", `{"path":"a"}`, runchannel.PermissionDecision{Reason: permission.RefusedText("the rule Write, which asks a person first, and this backend cannot ask one")}},
+		{"mcp__iterion__ask_user", `{"question":"?"}`, runchannel.PermissionDecision{Allow: true}},
+		{"Bash", `"not an object"`, runchannel.PermissionDecision{Reason: "Bash is denied: its input is not a JSON object (json: cannot unmarshal string into Go value of type map[string]interface {})"}},
+	} {
+		d, err := c.Permission(ctx, runchannel.PermissionRequest{Tool: tc.tool, Input: json.RawMessage(tc.input)})
+		if err != nil || d != tc.want {
+			t.Errorf("%s %s = %+v, %v; want %+v", tc.tool, tc.input, d, err, tc.want)
+		}
 	}
 }

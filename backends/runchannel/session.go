@@ -54,9 +54,13 @@ type Options struct {
 	// the backend's, as for Ask. nil means await_answers answers, as an
 	// error, which questions are still pending.
 	AwaitPending func(ctx context.Context, pending []engine.PendingQuestion) (string, error)
-	// Permission decides whether a tool call may run (the workflow's
-	// permission: policy). Its error denies the call (fail closed). nil
-	// means every call is allowed: the node has no policy.
+	// Permission decides whether a tool call of the CLI may run; its error
+	// denies the call (fail closed). nil means the node's policy
+	// (engine.Task.Permission) decides, as claw's gate does, and a call it
+	// would hold for a person is refused, since nobody can be asked
+	// without the backend: a backend that pauses the run on such a
+	// question gives its own hook (permission.Policy.Decide, then a
+	// question answered as claw's are).
 	Permission func(ctx context.Context, req PermissionRequest) (PermissionDecision, error)
 
 	// Logger receives a debug record per proxied model request (provider,

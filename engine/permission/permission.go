@@ -186,6 +186,12 @@ func (v Verdict) Reason(mode Mode) string {
 	return fmt.Sprintf("permission: %s (no rule allows it)", mode)
 }
 
+// RefusedText is what the model reads back for a refused call, on every
+// backend: why, and not to go around it.
+func RefusedText(reason string) string {
+	return fmt.Sprintf("refused by the workflow's permission policy (%s). Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", reason)
+}
+
 // Decide says whether c may run: deny rules, then ask rules, then allow
 // rules, then the mode. A nil policy allows everything.
 func (p *Policy) Decide(c Call) Verdict {
