@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -69,7 +69,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
