@@ -43,10 +43,13 @@ type Task struct {
 	// OutputSchema is the JSON Schema of the output, nil for free text.
 	OutputSchema map[string]any
 	Model        string
-	Tools        []string
-	ToolMaxSteps int
-	MaxTokens    int
-	WorkDir      string
+	// ReasoningEffort is the node's reasoning_effort: low, medium, high,
+	// xhigh, max, or "" for the backend's default.
+	ReasoningEffort string
+	Tools           []string
+	ToolMaxSteps    int
+	MaxTokens       int
+	WorkDir         string
 	// Exec runs a process for the agent's own tools (a shell, grep) in the
 	// node's sandbox, in WorkDir, with the sandbox's minimal environment
 	// and the node's network policy (none unless its sandbox: opens it).
@@ -83,6 +86,14 @@ type Task struct {
 	// call (async answers, operator notes). Backends call it between turns
 	// and once more before accepting a final answer.
 	InboxDrain func(ctx context.Context) ([]string, error)
+	// InboxWake returns a channel closed at the next change stored for the
+	// run (an answer, a queued message, an event), so that a backend which
+	// delivers messages in the middle of a turn drains the inbox when
+	// something may have arrived instead of polling: take the channel,
+	// drain, then wait on it. A ring may bring nothing (drain again, wait
+	// again); a missed ring only delays delivery to the next drain. nil
+	// when the engine cannot ring.
+	InboxWake func() <-chan struct{}
 	// PostQuestion, PendingQuestions and CollectAnswers are the async
 	// question closures; nil unless the node is interaction: async (tools
 	// must then fail explicitly, never do nothing).

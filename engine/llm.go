@@ -55,7 +55,7 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 	task := &Task{
 		RunID: rs.run.ID, NodeID: n.ID, Iteration: iteration,
 		System: system, User: user,
-		Model: n.LLM.Model, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
+		Model: n.LLM.Model, ReasoningEffort: n.LLM.ReasoningEffort, Tools: n.LLM.Tools, ToolMaxSteps: n.LLM.ToolMaxSteps, MaxTokens: n.LLM.MaxTokens,
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(), Network: declaredNetwork(rs.w.SandboxFor(n)),
 		Permission: n.LLM.Permission, ReadOnly: n.LLM.ReadOnly,
 	}
@@ -94,6 +94,11 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 			"reasoning":      map[string]any{"type": "string"},
 		}}
 	}
+	// The run's bell rings at every change stored for it; the watch lasts
+	// as long as the node's execution.
+	wake, unwatch := rs.e.changes.watch(rs.run.ID)
+	defer unwatch()
+	task.InboxWake = wake
 	task.InboxDrain = func(ctx context.Context) ([]string, error) {
 		msgs, err := rs.e.store.DrainInbox(ctx, rs.run.ID, n.ID)
 		if err != nil {
