@@ -86,7 +86,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	nextID  int64
-	pending map[string]chan Response
+	pending map[string]chan Response // a nil channel: Send's, queued as an event
 	queue   []Event
 	queued  int           // bytes in queue
 	ready   chan struct{} // closed when queue gains an event or the session ends
@@ -126,7 +126,9 @@ func (c *Client) read(out io.Reader) {
 	c.mu.Lock()
 	c.done, c.err = true, err
 	for id, ch := range c.pending {
-		close(ch)
+		if ch != nil {
+			close(ch)
+		}
 		delete(c.pending, id)
 	}
 	c.signalLocked()
@@ -148,12 +150,17 @@ func (c *Client) dispatch(line []byte) error {
 		var resp Response
 		if err := json.Unmarshal(line, &resp); err == nil && resp.ID != "" {
 			c.mu.Lock()
-			ch := c.pending[resp.ID]
+			ch, ours := c.pending[resp.ID]
 			delete(c.pending, resp.ID)
 			c.mu.Unlock()
 			if ch != nil {
 				ch <- resp
 				return nil
+			}
+			if ours {
+				// Sent with Send: the response takes its place among the
+				// events, after every line pi printed before it.
+				return c.push(Event{Type: TypeResponse, Raw: append(json.RawMessage(nil), line...)})
 			}
 		}
 		// A response to no call of ours (a parse error has no id): an event.
@@ -245,6 +252,40 @@ func (c *Client) Call(ctx context.Context, typ string, fields map[string]any) (R
 		c.forget(id)
 		return Response{}, ctx.Err()
 	}
+}
+
+// Send sends a command without waiting: its response comes as an event of
+// type "response" (decode it with Event.Response), in its place in pi's
+// output, so that a caller reading events one by one sees what pi printed
+// before the response (an auto_retry_start after an agent_end, say) before
+// the response itself. It returns the command's id.
+func (c *Client) Send(typ string, fields map[string]any) (string, error) {
+	c.mu.Lock()
+	if c.done {
+		c.mu.Unlock()
+		return "", ErrClosed
+	}
+	c.nextID++
+	id := "iterion-" + strconv.FormatInt(c.nextID, 10)
+	c.pending[id] = nil
+	c.mu.Unlock()
+	cmd := map[string]any{}
+	for k, v := range fields {
+		cmd[k] = v
+	}
+	cmd["type"], cmd["id"] = typ, id
+	if err := c.send(cmd); err != nil {
+		c.forget(id)
+		return "", err
+	}
+	return id, nil
+}
+
+// Response decodes an event of type "response".
+func (e Event) Response() (Response, error) {
+	var r Response
+	err := json.Unmarshal(e.Raw, &r)
+	return r, err
 }
 
 func (c *Client) forget(id string) {

@@ -173,6 +173,46 @@ func TestSessionEnd(t *testing.T) {
 	}
 }
 
+// A command sent with Send has its response among the events, after what
+// pi printed before it; responses to Call still go to their callers.
+func TestSendResponseKeepsItsPlace(t *testing.T) {
+	c, pi := newFake(t)
+	ctx := watchdog(t)
+	sent := make(chan error, 1)
+	var id string
+	go func() {
+		var err error
+		id, err = c.Send("get_session_stats", nil)
+		sent <- err
+	}()
+	cmd := pi.command(t)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if cmd["id"] != id || cmd["type"] != "get_session_stats" {
+		t.Fatalf("command = %v, want get_session_stats with id %s", cmd, id)
+	}
+	pi.print(t, `{"type":"agent_end","messages":[]}`, `{"type":"auto_retry_start","attempt":1}`,
+		`{"type":"response","id":"`+id+`","command":"get_session_stats","success":true,"data":{"cost":0.5}}`)
+	var types []string
+	for range 3 {
+		ev, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+		if ev.Type == TypeResponse {
+			r, err := ev.Response()
+			if err != nil || r.ID != id || !r.Success || string(r.Data) != `{"cost":0.5}` {
+				t.Errorf("response = %+v, %v", r, err)
+			}
+		}
+	}
+	if want := "agent_end auto_retry_start response"; strings.Join(types, " ") != want {
+		t.Errorf("events %v, want %s", types, want)
+	}
+}
+
 // A line past the maximum ends the session with an error naming it.
 func TestLongLineRefused(t *testing.T) {
 	r := NewLineReader(strings.NewReader(strings.Repeat("a", 100)+"\nok\n"), 64)
