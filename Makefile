@@ -4,19 +4,20 @@
 
 GO ?= go
 
-.PHONY: test vet fmt-check build fuzz deps deps-bwrap deps-npm
+.PHONY: test vet fmt-check build fuzz deps deps-bwrap deps-npm deps-esbuild pi-extension
 
 test: deps vet
 	$(GO) test -race -count=1 ./...
 
 # deps installs what the tests use for real and the machine lacks:
-# bubblewrap, the default sandbox (Debian's package, as root), and the two
-# agent CLIs at their pinned versions into .tools/npm (git-ignored).
+# bubblewrap, the default sandbox (Debian's package, as root), the two
+# agent CLIs at their pinned versions into .tools/npm, and esbuild, which
+# bundles the pi extension, into .tools/esbuild (both git-ignored).
 NPM_PREFIX := .tools/npm
 PI_PKG := @mariozechner/pi-coding-agent@0.73.1
 CLAUDE_PKG := @anthropic-ai/claude-code@2.1.332
 
-deps: deps-bwrap deps-npm
+deps: deps-bwrap deps-npm deps-esbuild
 
 deps-bwrap:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
@@ -34,6 +35,21 @@ $(NPM_PREFIX)/.installed-0.73.1-2.1.332:
 	@mkdir -p $(NPM_PREFIX)
 	npm install --prefix $(NPM_PREFIX) --no-audit --no-fund --loglevel=error $(PI_PKG) $(CLAUDE_PKG)
 	@touch $@
+
+ESBUILD_PKG := esbuild@0.28.2
+
+deps-esbuild: .tools/esbuild/.installed-0.28.2
+
+.tools/esbuild/.installed-0.28.2:
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 (apt-get install -y nodejs npm)"; exit 1; }
+	@mkdir -p .tools/esbuild
+	npm install --prefix .tools/esbuild --no-audit --no-fund --loglevel=error $(ESBUILD_PKG)
+	@touch $@
+
+# pi-extension rebuilds the pi extension's committed bundle from its
+# TypeScript source (backends/pi/extension); a test fails when it is stale.
+pi-extension: deps-esbuild
+	$(GO) run ./backends/pi/extension/build
 
 vet: fmt-check
 	$(GO) vet ./...
