@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/backends/claw"
+	"github.com/iterion-bot/iterion/backends/pi"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
@@ -34,18 +35,34 @@ func (a *App) backends() (map[string]engine.Backend, error) {
 	return a.buildBackends()
 }
 
-// buildBackends returns the agent backends this build has: claw (models
-// named anthropic/… or openai/…, keys and base URLs from ANTHROPIC_API_KEY,
-// ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL, and the providers of
-// the ITERION_PROVIDERS file), reading the App's environment. claude_code
-// and pi are not built yet: a workflow with their nodes is refused before
-// it starts, "backend … is not available in this build".
+// buildBackends returns the agent backends this build has, reading the
+// App's environment:
+//   - claw: models named anthropic/… or openai/…, keys and base URLs from
+//     ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL,
+//     and the providers of the ITERION_PROVIDERS file;
+//   - pi: the pi CLI (ITERION_PI_COMMAND, else pi on PATH) in the node's
+//     sandbox, over its RPC mode, or its print mode with
+//     ITERION_PI_MODE=print; its providers are the operator's pi
+//     configuration (PI_CODING_AGENT_DIR, default ~/.pi/agent) and the
+//     providers' key variables.
+//
+// claude_code is not built yet: a workflow with its nodes is refused
+// before it starts, "backend … is not available in this build". Its
+// warnings go to stderr.
 func (a *App) buildBackends() (map[string]engine.Backend, error) {
 	providers, err := a.loadProviders()
 	if err != nil {
 		return nil, err
 	}
-	return map[string]engine.Backend{"claw": claw.New(claw.Options{Env: a.getenv, Providers: providers})}, nil
+	log := slog.New(slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := pi.New(pi.Options{Env: a.getenv, Logger: log.With("backend", "pi")})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]engine.Backend{
+		"claw": claw.New(claw.Options{Env: a.getenv, Providers: providers}),
+		"pi":   p,
+	}, nil
 }
 
 // loadProviders reads the OpenAI-compatible providers file named by
