@@ -259,7 +259,7 @@ func (r *rpcRun) response(ctx context.Context, ev rpc.Event) *outcome {
 		switch {
 		case purpose == "prompt":
 			return &outcome{err: promptRefused(cerr)}
-		case purpose == "abort" || purpose == "set_auto_retry":
+		case purpose == "abort" || purpose == "setting":
 			r.b.log.Warn("pi refused a command", "run", r.task.RunID, "node", r.task.NodeID, "err", cerr)
 			return nil
 		}
@@ -328,7 +328,11 @@ func (r *rpcRun) start(ctx context.Context, data json.RawMessage) *outcome {
 		fields  map[string]any
 		purpose string
 	}{
-		{"set_auto_retry", map[string]any{"enabled": false}, "set_auto_retry"},
+		{"set_auto_retry", map[string]any{"enabled": false}, "setting"},
+		// Every message queued at a turn boundary goes to the next model
+		// call together (pi's default hands them over one call at a time).
+		{"set_steering_mode", map[string]any{"mode": "all"}, "setting"},
+		{"set_follow_up_mode", map[string]any{"mode": "all"}, "setting"},
 		{"get_session_stats", nil, "baseline"},
 		{"prompt", map[string]any{"message": firstMessage(r.task)}, "prompt"},
 	} {
