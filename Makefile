@@ -78,3 +78,5 @@ fuzz:
 	$(GO) test ./dsl -run '^$$' -fuzz '^FuzzExpandEnv$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/runchannel -run '^$$' -fuzz '^FuzzParseExecArgs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/runchannel -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/pi -run '^$$' -fuzz '^FuzzOurs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/pi -run '^$$' -fuzz '^FuzzStripJSONComments$$' -fuzztime $(FUZZTIME)
