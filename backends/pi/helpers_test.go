@@ -26,7 +26,7 @@ const fakeKey = "sk-pitest-7a1c0e"
 // server through pi's Anthropic provider ("fake/fake-claude") and its
 // OpenAI one ("fakeoai/fake-gpt").
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	fake     *fakellm.Server
 	env      map[string]string
 	agentDir string
@@ -34,7 +34,7 @@ type harness struct {
 	sb       *nodesandbox.Sandboxes
 }
 
-func newHarness(t *testing.T, script *fakellm.Script) *harness {
+func newHarness(t testing.TB, script *fakellm.Script) *harness {
 	t.Helper()
 	cmd, err := agentcli.Find(agentcli.Pi)
 	if err != nil {
@@ -115,7 +115,7 @@ func (h *harness) task(model, user string) *engine.Task {
 }
 
 // watchdog bounds a test that waits on pi: a hang fails, it never waits.
-func watchdog(t *testing.T) context.Context {
+func watchdog(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

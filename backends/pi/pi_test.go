@@ -268,7 +268,7 @@ func processesWith(s string) []string {
 
 // mkfifo makes a named pipe in the workspace: the agent's bash opening it
 // tells the test that the tool is running.
-func mkfifo(t *testing.T, path string) {
+func mkfifo(t testing.TB, path string) {
 	t.Helper()
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func mkfifo(t *testing.T, path string) {
 
 // waitOpen returns once a writer opened the named pipe (the open blocks
 // until then), or when ctx ends.
-func waitOpen(ctx context.Context, t *testing.T, path string) {
+func waitOpen(ctx context.Context, t testing.TB, path string) {
 	t.Helper()
 	opened := make(chan error, 1)
 	go func() {
