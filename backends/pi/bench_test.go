@@ -33,7 +33,7 @@ func BenchmarkPiBare(b *testing.B) {
 		go func() {
 			_, err := h.sb.Run(context.Background(), &engine.Process{
 				Argv: []string{cli, "--mode", "rpc", "--no-session", "--provider", "fake", "--model", "fake-claude"},
-				Env: []string{"PI_CODING_AGENT_DIR=" + h.agentDir, "PI_OFFLINE=1", "FAKE_KEY=" + fakeKey}, Dir: h.work,
+				Env:  []string{"PI_CODING_AGENT_DIR=" + h.agentDir, "PI_OFFLINE=1", "FAKE_KEY=" + fakeKey}, Dir: h.work,
 				Mounts:  []engine.Mount{{Source: modules}, {Source: h.agentDir, Writable: true}},
 				Network: engine.NetworkOpen, Stdin: stdinR, Stdout: stdoutW,
 			})
