@@ -30,6 +30,9 @@ type invocation struct {
 	thinking string
 	trust    bool
 	noCtx    bool
+	// tools, when set, is pi's tool allowlist (--tools): a readonly node's
+	// reading tools and its interaction tools.
+	tools []string
 }
 
 // modelRef is a node's model as pi takes it: a provider and a model id, or
@@ -100,6 +103,16 @@ func (b *Backend) prepare(task *engine.Task) (inv *invocation, err error) {
 			inv.remove()
 		}
 	}()
+	if task.ReadOnly {
+		// pi's tools that cannot change the workspace (which the sandbox
+		// mounts read-only besides), and the extension's.
+		inv.tools = []string{"read", "grep", "find", "ls"}
+		if b.mode == ModeRPC {
+			for _, t := range engine.AskTools(task.Interaction) {
+				inv.tools = append(inv.tools, t.Name)
+			}
+		}
+	}
 	for _, d := range []string{inv.sessionDir, inv.filesDir} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
@@ -185,6 +198,9 @@ func (inv *invocation) argv(mode string) []string {
 	}
 	if inv.noCtx {
 		a = append(a, "--no-context-files")
+	}
+	if len(inv.tools) > 0 {
+		a = append(a, "--tools", strings.Join(inv.tools, ","))
 	}
 	if !inv.trust {
 		// pi would run the repository's .pi/extensions as code in the

@@ -305,3 +305,24 @@ func lastUserText(r fakellm.Recorded) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// A readonly node gets pi's reading tools only, and its interaction
+// tools.
+func TestReadonlyTools(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{{Text: "looked"}}})
+	task := h.task("fake/fake-claude", "Look only.")
+	task.ReadOnly, task.Interaction = true, "human"
+	if _, err := h.backend().Execute(watchdog(t), task); err != nil {
+		t.Fatal(err)
+	}
+	reqs := h.fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	got := slices.Clone(reqs[0].Tools)
+	slices.Sort(got)
+	if want := []string{"ask_user", "find", "grep", "ls", "read"}; !slices.Equal(got, want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+}
