@@ -187,3 +187,43 @@ func AwaitAnswers(ctx context.Context, task *Task, toolUseID string) (string, er
 	}
 	return text, nil
 }
+
+// PermissionOptions are the options of a permission question: an answer
+// that is not allow refuses the call.
+func PermissionOptions() []Option {
+	return []Option{{ID: "allow", Label: "allow"}, {ID: "deny", Label: "deny"}}
+}
+
+// PermissionQuestion asks a person whether the agent's call of tool with
+// input may run; reason is why the policy asks.
+func PermissionQuestion(tool string, input map[string]any, reason string) string {
+	arg, _ := json.Marshal(input)
+	if len(arg) > 2000 {
+		arg = append(arg[:2000], "…"...)
+	}
+	return fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.", tool, arg, reason)
+}
+
+// PermissionRefusedText is what the agent reads of a call the policy
+// refused, for reason.
+func PermissionRefusedText(reason string) string {
+	return fmt.Sprintf("refused by the workflow's permission policy (%s). Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", reason)
+}
+
+// PermissionAllowed reports whether a person's answer to a permission
+// question allows the call.
+func PermissionAllowed(answer string) bool {
+	answer = strings.TrimSpace(answer)
+	return strings.EqualFold(answer, "allow") || strings.EqualFold(answer, "yes")
+}
+
+// PermissionDeniedText is what the agent reads of a call a person
+// refused, with their words when they gave more than "deny".
+func PermissionDeniedText(answer string) string {
+	answer = strings.TrimSpace(answer)
+	text := "refused by the operator"
+	if answer != "" && !strings.EqualFold(answer, "deny") && !strings.EqualFold(answer, "no") {
+		text += ": " + answer
+	}
+	return text + ". Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do."
+}

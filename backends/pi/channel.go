@@ -8,6 +8,7 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/pi/extension"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // The Go side of the extension's channel (see extension/src/index.ts):
@@ -28,6 +29,8 @@ var extensionJS = extension.JS
 type extensionConfig struct {
 	Contract int             `json:"__iterion"`
 	Tools    []extensionTool `json:"tools"`
+	// Gate: every other tool call is asked about (the permission policy).
+	Gate bool `json:"gate,omitempty"`
 }
 
 type extensionTool struct {
@@ -38,7 +41,7 @@ type extensionTool struct {
 
 // extensionEnv is the variable that configures the extension for task.
 func (b *Backend) extensionEnv(task *engine.Task) string {
-	cfg := extensionConfig{Contract: b.contract, Tools: []extensionTool{}}
+	cfg := extensionConfig{Contract: b.contract, Tools: []extensionTool{}, Gate: task.Permission.Gated()}
 	for _, t := range engine.AskTools(task.Interaction) {
 		cfg.Tools = append(cfg.Tools, extensionTool{Name: t.Name, Description: t.Description, Parameters: t.Schema})
 	}
@@ -74,6 +77,7 @@ type reply struct {
 	Text      string            `json:"text,omitempty"`
 	IsError   bool              `json:"isError,omitempty"`
 	Terminate bool              `json:"terminate,omitempty"`
+	Block     bool              `json:"block,omitempty"`
 	Keys      map[string]string `json:"keys,omitempty"`
 }
 
@@ -102,6 +106,9 @@ const (
 	pausedAwaitText = "The run is now paused until the operator answers the pending questions. This conversation resumes with their answers; do nothing more until then."
 	notRunText      = "not run: the run paused for the operator's answer first; call it again if you still need it"
 	resumeAskPrefix = "The operator answered your ask_user question: "
+	pausedPermText  = "Held: the workflow's permission policy asks a person about this call, and the run is now paused. This conversation resumes with their decision; do nothing more until then."
+	// resumeAllowedText is followed by the tool's name.
+	resumeAllowedText = "The operator allowed the call you asked for; make it again now, exactly as before: "
 	// flushText makes pi take the operator messages it queued as the
 	// agent stopped (pi holds them until its next prompt).
 	flushText = "Operator messages arrived as you finished; they follow."
@@ -143,4 +150,46 @@ func decide(ctx context.Context, task *engine.Task, p payload, paused bool) (r r
 	}
 	r.Text = text
 	return r, nil
+}
+
+// toolCall is a call the run paused to ask about, kept in the checkpoint:
+// when the person allows it, that call (same tool, same input) passes
+// the gate once.
+type toolCall struct {
+	Tool  string         `json:"tool"`
+	Input map[string]any `json:"input"`
+}
+
+func (c *toolCall) is(tool string, input map[string]any) bool {
+	if c == nil || c.Tool != tool {
+		return false
+	}
+	a, _ := json.Marshal(c.Input)
+	b, _ := json.Marshal(input)
+	return string(a) == string(b)
+}
+
+// permit is the permission gate's verdict on a call of one of pi's tools
+// (or another extension's): allowed, refused with the text the agent
+// reads, or held, which pauses the run on a question (the first pause of
+// a turn wins; calls after it are not run).
+func permit(task *engine.Task, p payload, grant **toolCall, paused bool) (r reply, need *engine.NeedsInteractionError, held *toolCall) {
+	r.Contract = contractVersion
+	if (*grant).is(p.Tool, p.Input) {
+		*grant = nil
+		return r, nil, nil
+	}
+	v := task.Permission.Decide(permission.Call{Tool: p.Tool, Input: p.Input})
+	switch {
+	case v.Decision == permission.Refuse:
+		r.Block, r.Text = true, engine.PermissionRefusedText(v.Reason(task.Permission.Mode))
+	case v.Decision == permission.AskPerson && paused:
+		r.Block, r.Text = true, notRunText
+	case v.Decision == permission.AskPerson:
+		r.Block, r.Text = true, pausedPermText
+		need = &engine.NeedsInteractionError{Question: engine.PermissionQuestion(p.Tool, p.Input, v.Reason(task.Permission.Mode)),
+			Options: engine.PermissionOptions(), PendingToolUseID: p.ToolCallID}
+		held = &toolCall{Tool: p.Tool, Input: p.Input}
+	}
+	return r, need, held
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 // questions is the engine's side of a node's interaction tools, in
@@ -283,4 +285,61 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// The workflow's permission policy decides pi's tool calls through the
+// extension: a refused bash never runs and the agent reads why; a call the
+// policy asks about pauses the run, and once allowed that same call runs.
+func TestPermissionGate(t *testing.T) {
+	t.Parallel()
+	bashDenied, err := permission.ParseRules([]string{"Bash(touch *)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("deny", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{
+			{Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{{Name: "bash", Input: map[string]any{"command": "touch ran"}}}},
+			{Match: fakellm.Match{ToolResultFor: "bash"}, Text: "could not"},
+		}})
+		task := h.task("fake/fake-claude", "Touch it.")
+		task.Permission = &permission.Policy{Deny: bashDenied}
+		if _, err := h.backend().Execute(watchdog(t), task); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(h.work, "ran")); err == nil {
+			t.Error("the refused bash ran")
+		}
+		tr := h.fake.Requests()[1].ToolResults
+		if got := tr[len(tr)-1]; !got.IsError || !strings.Contains(got.Content, "refused by the workflow's permission policy (the rule Bash(touch *))") {
+			t.Errorf("the agent read %+v", got)
+		}
+	})
+	t.Run("ask", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{
+			{Name: "call", Match: fakellm.Match{HasToolResult: new(bool), LastUserContains: "Touch it."}, ToolCalls: []fakellm.ToolCall{{Name: "bash", Input: map[string]any{"command": "touch ran"}}}},
+			{Name: "again", Match: fakellm.Match{LastUserContains: "The operator allowed the call"}, ToolCalls: []fakellm.ToolCall{{Name: "bash", Input: map[string]any{"command": "touch ran"}}}},
+			{Name: "done", Match: fakellm.Match{ToolResultFor: "bash"}, Text: "touched", Repeat: true},
+		}})
+		task := h.task("fake/fake-claude", "Touch it.")
+		task.Permission = &permission.Policy{Mode: permission.Ask}
+		b := h.backend()
+		_, err := b.Execute(watchdog(t), task)
+		var need *engine.NeedsInteractionError
+		if !errors.As(err, &need) || !strings.Contains(need.Question, `The agent asks to call bash with {"command":"touch ran"}`) || len(need.Options) != 2 {
+			t.Fatalf("err = %v, want a permission question", err)
+		}
+		if _, err := os.Stat(filepath.Join(h.work, "ran")); err == nil {
+			t.Fatal("the held bash ran before the answer")
+		}
+		task.ResumeConversation, task.ResumePendingToolUseID, task.ResumeAnswer = need.Conversation, need.PendingToolUseID, "allow"
+		res, err := b.Execute(watchdog(t), task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(h.work, "ran")); err != nil || res.Output["text"] != "touched" {
+			t.Errorf("after allow: %v, output %v", err, res.Output)
+		}
+	})
 }

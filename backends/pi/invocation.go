@@ -24,6 +24,7 @@ type invocation struct {
 	systemFile string // "" when the node has no system text
 	extFile    string // "" in print mode
 	resumeFile string // the paused session written back, "" for a new one
+	saved      *savedSession
 
 	launcher *launcher
 	model    modelRef
@@ -78,8 +79,10 @@ type savedSession struct {
 	V       int    `json:"v"`
 	File    string `json:"file"`
 	Session string `json:"session"`
-	// Tool is the tool that paused: ask_user or await_answers.
-	Tool string `json:"tool"`
+	// Tool is what paused: ask_user, await_answers, or "permission" (a
+	// call held for a person, Call).
+	Tool string    `json:"tool"`
+	Call *toolCall `json:"call,omitempty"`
 }
 
 // prepare makes the execution's directory: the agent directory copy with
@@ -141,6 +144,7 @@ func (b *Backend) prepare(task *engine.Task) (inv *invocation, err error) {
 		if err := json.Unmarshal(task.ResumeConversation, &s); err != nil || s.V != 1 || s.File == "" || s.File != filepath.Base(s.File) {
 			return nil, engine.NewBackendError(engine.CodeResumeInvalid, false, errors.New("the paused pi session in the checkpoint cannot be read (was it paused by another backend?)"))
 		}
+		inv.saved = &s
 		inv.resumeFile = filepath.Join(inv.sessionDir, s.File)
 		if err := os.WriteFile(inv.resumeFile, []byte(s.Session), 0o600); err != nil {
 			return nil, err

@@ -222,6 +222,12 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		return nil, engine.NewBackendError(engine.CodeSandboxUnavailable, false, errors.New(
 			"the pi backend runs pi in the node's sandbox, and this engine has none: configure a sandbox"))
 	}
+	if b.mode == ModePrint && task.Permission.Gated() {
+		// Print mode has no extension, so nothing would stop a call the
+		// policy refuses: the node fails closed, before pi starts.
+		return nil, engine.NewBackendError(engine.CodeCapabilityUnsupported, false, fmt.Errorf(
+			"node %s has a permission: policy, which pi in print mode cannot apply (it has no extension to hold calls): unset ITERION_PI_MODE for the rpc transport", task.NodeID))
+	}
 	if b.mode == ModePrint && task.Interaction != "" && task.Interaction != "none" {
 		b.log.Warn("pi in print mode cannot ask the operator: the node runs without ask_user (unset ITERION_PI_MODE for the rpc transport)",
 			"run", task.RunID, "node", task.NodeID, "interaction", task.Interaction)

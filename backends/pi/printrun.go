@@ -165,8 +165,13 @@ func firstMessage(t *engine.Task) string {
 	}
 	var s savedSession
 	_ = json.Unmarshal(t.ResumeConversation, &s)
-	if s.Tool == engine.ToolAwaitAnswers {
+	switch {
+	case s.Tool == engine.ToolAwaitAnswers:
 		return guardSlash(t.ResumeAnswer)
+	case s.Tool == "permission" && s.Call != nil && engine.PermissionAllowed(t.ResumeAnswer):
+		return resumeAllowedText + s.Call.Tool
+	case s.Tool == "permission" && s.Call != nil:
+		return "Your " + s.Call.Tool + " call was " + engine.PermissionDeniedText(t.ResumeAnswer)
 	}
 	return resumeAskPrefix + t.ResumeAnswer
 }

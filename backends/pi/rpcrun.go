@@ -44,7 +44,9 @@ type rpcRun struct {
 	repaired   bool
 	pause      *engine.NeedsInteractionError
 	pauseTool  string
-	aborted    bool // abort sent for the pause
+	pauseCall  *toolCall // the call held for a person
+	grant      *toolCall // the call a person allowed, let through once
+	aborted    bool      // abort sent for the pause
 	errOut     *tailBuffer
 	cancelling bool
 }
@@ -71,6 +73,9 @@ func (b *Backend) executeRPC(ctx context.Context, task *engine.Task, inv *invoca
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	r := &rpcRun{b: b, task: task, inv: inv, purpose: map[string]string{}, errOut: &tailBuffer{max: 8 << 10}}
+	if s := inv.saved; s != nil && s.Tool == "permission" && engine.PermissionAllowed(task.ResumeAnswer) {
+		r.grant = s.Call
+	}
 	// pi's process outlives ctx by the grace of a graceful stop: the loop
 	// ends it (abort, stdin closed, then kill), and the kill ends it
 	// whatever happens to the loop.
@@ -473,6 +478,13 @@ func (r *rpcRun) ui(ctx context.Context, ev rpc.Event) *outcome {
 		if need != nil {
 			r.pause, r.pauseTool = need, p.Tool
 		}
+	case "permission":
+		var need *engine.NeedsInteractionError
+		var held *toolCall
+		rep, need, held = permit(r.task, p, &r.grant, r.pause != nil)
+		if need != nil {
+			r.pause, r.pauseTool, r.pauseCall = need, "permission", held
+		}
 	default:
 		rep = reply{Contract: contractVersion, IsError: true, Text: fmt.Sprintf("unknown request %q", p.Op)}
 	}
@@ -500,7 +512,7 @@ func (r *rpcRun) savePause() error {
 	if len(data) > maxSession {
 		return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("the paused pi session holds %d MiB, more than the %d MiB a checkpoint keeps", len(data)>>20, maxSession>>20))
 	}
-	r.pause.Conversation, _ = json.Marshal(savedSession{V: 1, File: filepath.Base(files[0]), Session: string(data), Tool: r.pauseTool})
+	r.pause.Conversation, _ = json.Marshal(savedSession{V: 1, File: filepath.Base(files[0]), Session: string(data), Tool: r.pauseTool, Call: r.pauseCall})
 	return r.pause
 }
 

@@ -54,7 +54,7 @@ var unbuilt = []struct {
 	{"the admin page", func(p string) bool { return strings.Contains(strings.ToLower(p), "admin page") },
 		[]string{"not there yet"}},
 	{"the claude_code backend", func(p string) bool {
-		return strings.Contains(p, "claude_code") || strings.Contains(strings.ToLower(p), "claude code")
+		return strings.Contains(p, "claude_code") || strings.Contains(p, "claude code")
 	}, []string{"not there yet", "not available in this build", "not built"}},
 }
 

@@ -55,6 +55,18 @@ function iterion(pi) {
     }
     return { action: "continue" };
   });
+  const own = new Set(config.tools.map((t) => t.name));
+  if (config.gate) {
+    pi.on("tool_call", async (event, ctx) => {
+      if (own.has(event.toolName)) return void 0;
+      const reply = await request(
+        ctx,
+        { op: "permission", tool: event.toolName, toolCallId: event.toolCallId, input: event.input },
+        ctx.signal
+      );
+      return reply.block ? { block: true, reason: reply.text ?? "refused" } : void 0;
+    });
+  }
   for (const tool of config.tools) {
     pi.registerTool({
       name: tool.name,

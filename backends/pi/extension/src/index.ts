@@ -34,8 +34,15 @@ interface UI {
 	notify(message: string, type?: "info" | "warning" | "error"): void;
 }
 
+interface ToolCallEvent {
+	toolName: string;
+	toolCallId: string;
+	input: Record<string, unknown>;
+}
+
 interface Context {
 	ui: UI;
+	signal?: AbortSignal;
 	model?: { provider: string; id: string };
 	modelRegistry: { authStorage: { setRuntimeApiKey(provider: string, key: string): void } };
 }
@@ -43,6 +50,10 @@ interface Context {
 interface API {
 	on(event: "session_start", handler: (event: unknown, ctx: Context) => void | Promise<void>): void;
 	on(event: "input", handler: (event: unknown, ctx: Context) => Promise<{ action: "continue" }>): void;
+	on(
+		event: "tool_call",
+		handler: (event: ToolCallEvent, ctx: Context) => Promise<{ block: true; reason: string } | undefined>,
+	): void;
 	registerTool(tool: {
 		name: string;
 		label: string;
@@ -62,6 +73,9 @@ interface API {
 interface Config {
 	[MARK]: number;
 	tools: { name: string; description: string; parameters: Record<string, unknown> }[];
+	// gate: every other tool call is decided by the workflow's permission
+	// policy, in iterion.
+	gate?: boolean;
 }
 
 // Reply is iterion's answer to a request.
@@ -70,6 +84,7 @@ interface Reply {
 	text?: string;
 	isError?: boolean;
 	terminate?: boolean;
+	block?: boolean;
 	keys?: Record<string, string>;
 }
 
@@ -131,6 +146,22 @@ export default function iterion(pi: API): void {
 		}
 		return { action: "continue" };
 	});
+
+	// The permission gate: each call of another tool waits for iterion's
+	// verdict. A call iterion does not answer is blocked (pi blocks a call
+	// whose tool_call handler throws): a gate must fail closed.
+	const own = new Set(config.tools.map((t) => t.name));
+	if (config.gate) {
+		pi.on("tool_call", async (event, ctx) => {
+			if (own.has(event.toolName)) return undefined;
+			const reply = await request(
+				ctx,
+				{ op: "permission", tool: event.toolName, toolCallId: event.toolCallId, input: event.input },
+				ctx.signal,
+			);
+			return reply.block ? { block: true, reason: reply.text ?? "refused" } : undefined;
+		});
+	}
 
 	for (const tool of config.tools) {
 		pi.registerTool({
