@@ -213,3 +213,29 @@ func lastUser(r fakellm.Recorded) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// Nodes that name no backend run on pi only when the operator names it:
+// ITERION_BACKEND_PREFERENCE. A pi that is not installed is then refused
+// before the run starts, with the npm command that installs it.
+func TestPiOnlyByPreference(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	fake := fakellm.New(&fakellm.Script{Fallback: &fakellm.Turn{Text: "hello from claw"}}, fakellm.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	defer srv.Close()
+	c.setenv("ANTHROPIC_BASE_URL", srv.URL)
+	c.setenv("ANTHROPIC_API_KEY", "k")
+	c.setenv("ITERION_PI_COMMAND", filepath.Join(t.TempDir(), "no-pi-here"))
+	wf := writeFile(t, "w.bot", "agent a:\n  model: \"anthropic/claude-sonnet-4-6\"\n  user: \"hi\"\nworkflow w:\n  entry: a\n  a -> done\n")
+	if code, out, errOut := c.run("run", wf, "--store-dir", filepath.Join(t.TempDir(), "st")); code != exitOK || len(fake.Requests()) != 1 {
+		t.Fatalf("without a preference: exit %d, %d requests\n%s%s", code, len(fake.Requests()), out, errOut)
+	}
+	c.setenv("ITERION_BACKEND_PREFERENCE", "pi,claw")
+	code, out, errOut := c.run("run", wf, "--store-dir", filepath.Join(t.TempDir(), "st"))
+	if code == exitOK || !strings.Contains(out+errOut, "npm install -g @mariozechner/pi-coding-agent@0.73.1") {
+		t.Errorf("preferring pi: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := len(fake.Requests()); n != 1 {
+		t.Errorf("%d requests, want only claw's", n)
+	}
+}
