@@ -1,6 +1,7 @@
 package pi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/engine/permission"
 )
 
 func TestResolveModelAndEffort(t *testing.T) {
@@ -293,4 +295,51 @@ func FuzzStripJSONComments(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Refusals that come before pi starts: a node without a prompt, a gated
+// or subscription-only node in print mode, no sandbox.
+func TestRefusedBeforePiStarts(t *testing.T) {
+	fakeCmd := filepath.Join(t.TempDir(), "pi")
+	if err := os.WriteFile(fakeCmd, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T) func(context.Context, *engine.Process) (*engine.ProcessResult, error) {
+		return func(context.Context, *engine.Process) (*engine.ProcessResult, error) {
+			t.Error("pi was started")
+			return nil, errors.New("not started")
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		task func(*engine.Task)
+		code string
+		says string
+	}{
+		{"no prompt", nil, func(tk *engine.Task) { tk.User = "  " }, engine.CodeExecutionFailed, "has no user prompt"},
+		{"no sandbox", nil, func(tk *engine.Task) { tk.Run = nil }, engine.CodeSandboxUnavailable, "configure a sandbox"},
+		{"print mode with a permission policy", map[string]string{"ITERION_PI_MODE": "print"},
+			func(tk *engine.Task) { tk.Permission = &permission.Policy{Mode: permission.Deny} }, engine.CodeCapabilityUnsupported, "unset ITERION_PI_MODE"},
+		{"a subscription credential refused", map[string]string{"ITERION_PI_MODE": "print", "ITERION_FORBID_SUBSCRIPTION_OAUTH": "1", "ANTHROPIC_OAUTH_TOKEN": "sk-ant-oat-x"},
+			func(tk *engine.Task) { tk.Model = "anthropic/claude-sonnet-4-6" }, "AUTH_FAILED", "ITERION_FORBID_SUBSCRIPTION_OAUTH=1 refuses"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"ITERION_PI_COMMAND": fakeCmd, "HOME": t.TempDir()}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			b, err := New(Options{Env: func(k string) string { return env[k] }, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := &engine.Task{RunID: "r", NodeID: "n", User: "Go.", Model: "fake/m", Run: run(t)}
+			tc.task(task)
+			_, err = b.Execute(context.Background(), task)
+			var be *engine.BackendError
+			if !errors.As(err, &be) || be.Code != tc.code || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("err = %v, want %s saying %q", err, tc.code, tc.says)
+			}
+		})
+	}
 }
