@@ -70,3 +70,10 @@ func normalizeNumbers(v any) any {
 func OutputRepairPrompt(perr error) string {
 	return fmt.Sprintf("Your final answer could not be used: %v. Reply with only a JSON object that matches the output schema, and nothing else.", perr)
 }
+
+// OutputSection is the part of a node's system prompt that asks for its
+// output schema, on every backend.
+func OutputSection(schema map[string]any) string {
+	b, _ := json.Marshal(schema)
+	return "[OUTPUT]\nWhen you are done, reply with only a JSON object matching this JSON Schema, and nothing else:\n" + string(b)
+}

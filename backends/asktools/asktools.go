@@ -14,6 +14,7 @@ package asktools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -192,4 +193,39 @@ func Await(ctx context.Context, task *engine.Task) (string, []engine.PendingQues
 		}
 	}
 	return text, nil, nil
+}
+
+// PermissionOptions are the options of a permission question (a call the
+// node's permission: policy holds for a person): an answer that is not
+// allow refuses the call.
+func PermissionOptions() []engine.Option {
+	return []engine.Option{{ID: "allow", Label: "allow"}, {ID: "deny", Label: "deny"}}
+}
+
+// PermissionQuestion asks a person whether the agent's call of tool with
+// input may run; reason is why the policy asks.
+func PermissionQuestion(tool string, input map[string]any, reason string) string {
+	arg, _ := json.Marshal(input)
+	if len(arg) > 2000 {
+		arg = append(arg[:2000], "…"...)
+	}
+	return fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.", tool, arg, reason)
+}
+
+// PermissionAllowed reports whether a person's answer to a permission
+// question allows the call.
+func PermissionAllowed(answer string) bool {
+	answer = strings.TrimSpace(answer)
+	return strings.EqualFold(answer, "allow") || strings.EqualFold(answer, "yes")
+}
+
+// PermissionDeniedText is what the agent reads of a call a person
+// refused, with their words when they gave more than "deny".
+func PermissionDeniedText(answer string) string {
+	answer = strings.TrimSpace(answer)
+	text := "refused by the operator"
+	if answer != "" && !strings.EqualFold(answer, "deny") && !strings.EqualFold(answer, "no") {
+		text += ": " + answer
+	}
+	return text + ". Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do."
 }

@@ -60,8 +60,8 @@ func (b *Backend) runTool(ctx context.Context, task *engine.Task, tools []tool, 
 		case permission.AskPerson:
 			conv.PermissionAsked = call.ID
 			return Block{}, &engine.NeedsInteractionError{
-				Question: permissionQuestion(call.Name, input, v.Reason(task.Permission.Mode)),
-				Options:  permissionOptions, PendingToolUseID: call.ID,
+				Question: asktools.PermissionQuestion(call.Name, input, v.Reason(task.Permission.Mode)),
+				Options:  asktools.PermissionOptions(), PendingToolUseID: call.ID,
 			}
 		}
 		return runGranted(ctx, task, conv, t, call, input)
@@ -95,19 +95,6 @@ func writes(name string) bool {
 	return false
 }
 
-// The options of a permission question; an answer that is not "allow"
-// refuses the call.
-var permissionOptions = []engine.Option{{ID: "allow", Label: "allow"}, {ID: "deny", Label: "deny"}}
-
-// permissionQuestion asks a person whether the agent's call may run.
-func permissionQuestion(tool string, input map[string]any, reason string) string {
-	arg, _ := json.Marshal(input)
-	if len(arg) > 2000 {
-		arg = append(arg[:2000], "…"...)
-	}
-	return fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.", tool, arg, reason)
-}
-
 // resumePermission decides the call a run paused on to ask about: runs
 // it when the answer allows it, refuses it otherwise with the person's
 // words, and returns its tool_result.
@@ -126,12 +113,8 @@ func (b *Backend) resumePermission(ctx context.Context, task *engine.Task, tools
 	if call == nil {
 		return toolResult(id, "not run: the call asked about is not in the conversation", true), nil
 	}
-	if !strings.EqualFold(answer, "allow") && !strings.EqualFold(answer, "yes") {
-		text := "refused by the operator"
-		if answer != "" && !strings.EqualFold(answer, "deny") && !strings.EqualFold(answer, "no") {
-			text += ": " + answer
-		}
-		return toolResult(id, text+". Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", true), nil
+	if !asktools.PermissionAllowed(answer) {
+		return toolResult(id, asktools.PermissionDeniedText(answer), true), nil
 	}
 	var input map[string]any
 	if len(call.Input) > 0 {
@@ -182,8 +165,7 @@ func systemPrompt(task *engine.Task) string {
 		parts = append(parts, asktools.SystemSection)
 	}
 	if task.OutputSchema != nil {
-		schema, _ := json.Marshal(task.OutputSchema)
-		parts = append(parts, "[OUTPUT]\nWhen you are done, reply with only a JSON object matching this JSON Schema, and nothing else:\n"+string(schema))
+		parts = append(parts, engine.OutputSection(task.OutputSchema))
 	}
 	return strings.Join(parts, "\n\n")
 }

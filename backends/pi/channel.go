@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/pi/extension"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
@@ -42,7 +43,7 @@ type extensionTool struct {
 // extensionEnv is the variable that configures the extension for task.
 func (b *Backend) extensionEnv(task *engine.Task) string {
 	cfg := extensionConfig{Contract: b.contract, Tools: []extensionTool{}, Gate: task.Permission.Gated()}
-	for _, t := range engine.AskTools(task.Interaction) {
+	for _, t := range asktools.For(task.Interaction) {
 		cfg.Tools = append(cfg.Tools, extensionTool{Name: t.Name, Description: t.Description, Parameters: t.Schema})
 	}
 	data, _ := json.Marshal(cfg)
@@ -129,12 +130,18 @@ func decide(ctx context.Context, task *engine.Task, p payload, paused bool) (r r
 	var text string
 	var err error
 	switch p.Tool {
-	case engine.ToolAskUser:
-		err = engine.AskUser(p.Input, p.ToolCallID)
-	case engine.ToolAskUserAsync:
-		text, err = engine.PostAsyncQuestion(ctx, task, p.Input)
-	case engine.ToolAwaitAnswers:
-		text, err = engine.AwaitAnswers(ctx, task, p.ToolCallID)
+	case asktools.AskUser:
+		var q engine.AsyncQuestion
+		if q, err = asktools.Ask(p.Input); err == nil {
+			err = &engine.NeedsInteractionError{Question: q.Question, Options: q.Options, PendingToolUseID: p.ToolCallID}
+		}
+	case asktools.AskUserAsync:
+		text, err = asktools.Post(ctx, task, p.Input)
+	case asktools.AwaitAnswers:
+		var pending []engine.PendingQuestion
+		if text, pending, err = asktools.Await(ctx, task); err == nil && len(pending) > 0 {
+			err = &engine.NeedsInteractionError{AwaitPending: pending, PendingToolUseID: p.ToolCallID}
+		}
 	default:
 		err = fmt.Errorf("unknown tool %q", p.Tool)
 	}
@@ -182,13 +189,13 @@ func permit(task *engine.Task, p payload, grant **toolCall, paused bool) (r repl
 	v := task.Permission.Decide(permission.Call{Tool: p.Tool, Input: p.Input})
 	switch {
 	case v.Decision == permission.Refuse:
-		r.Block, r.Text = true, engine.PermissionRefusedText(v.Reason(task.Permission.Mode))
+		r.Block, r.Text = true, permission.RefusedText(v.Reason(task.Permission.Mode))
 	case v.Decision == permission.AskPerson && paused:
 		r.Block, r.Text = true, notRunText
 	case v.Decision == permission.AskPerson:
 		r.Block, r.Text = true, pausedPermText
-		need = &engine.NeedsInteractionError{Question: engine.PermissionQuestion(p.Tool, p.Input, v.Reason(task.Permission.Mode)),
-			Options: engine.PermissionOptions(), PendingToolUseID: p.ToolCallID}
+		need = &engine.NeedsInteractionError{Question: asktools.PermissionQuestion(p.Tool, p.Input, v.Reason(task.Permission.Mode)),
+			Options: asktools.PermissionOptions(), PendingToolUseID: p.ToolCallID}
 		held = &toolCall{Tool: p.Tool, Input: p.Input}
 	}
 	return r, need, held

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/fakellm"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
@@ -127,7 +128,7 @@ func TestAnswerWhileTheAgentWorks(t *testing.T) {
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests, want 3", len(reqs))
 	}
-	if got := reqs[1].ToolResults[len(reqs[1].ToolResults)-1].Content; !strings.Contains(got, engine.AsyncQuestionPostedText) || !strings.Contains(got, "r1_n1_async_1") {
+	if got := reqs[1].ToolResults[len(reqs[1].ToolResults)-1].Content; !strings.Contains(got, asktools.PostedText) || !strings.Contains(got, "r1_n1_async_1") {
 		t.Errorf("ask_user_async's result = %q", got)
 	}
 	var seen int

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -111,7 +112,7 @@ func (b *Backend) prepare(task *engine.Task) (inv *invocation, err error) {
 		// mounts read-only besides), and the extension's.
 		inv.tools = []string{"read", "grep", "find", "ls"}
 		if b.mode == ModeRPC {
-			for _, t := range engine.AskTools(task.Interaction) {
+			for _, t := range asktools.For(task.Interaction) {
 				inv.tools = append(inv.tools, t.Name)
 			}
 		}
@@ -163,7 +164,13 @@ func (b *Backend) systemPrompt(task *engine.Task) string {
 	if s := strings.TrimSpace(task.System); s != "" {
 		parts = append(parts, s)
 	}
-	return strings.Join(append(parts, engine.SystemPromptSections(task)...), "\n\n")
+	if task.Interaction == "async" {
+		parts = append(parts, asktools.SystemSection)
+	}
+	if task.OutputSchema != nil {
+		parts = append(parts, engine.OutputSection(task.OutputSchema))
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // operatorAgentDir is the operator's pi agent directory:

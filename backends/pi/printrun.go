@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/pi/rpc"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -166,12 +167,12 @@ func firstMessage(t *engine.Task) string {
 	var s savedSession
 	_ = json.Unmarshal(t.ResumeConversation, &s)
 	switch {
-	case s.Tool == engine.ToolAwaitAnswers:
+	case s.Tool == asktools.AwaitAnswers:
 		return guardSlash(t.ResumeAnswer)
-	case s.Tool == "permission" && s.Call != nil && engine.PermissionAllowed(t.ResumeAnswer):
+	case s.Tool == "permission" && s.Call != nil && asktools.PermissionAllowed(t.ResumeAnswer):
 		return resumeAllowedText + s.Call.Tool
 	case s.Tool == "permission" && s.Call != nil:
-		return "Your " + s.Call.Tool + " call was " + engine.PermissionDeniedText(t.ResumeAnswer)
+		return "Your " + s.Call.Tool + " call was " + asktools.PermissionDeniedText(t.ResumeAnswer)
 	}
 	return resumeAskPrefix + t.ResumeAnswer
 }

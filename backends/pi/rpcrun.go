@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/pi/rpc"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -73,7 +74,7 @@ func (b *Backend) executeRPC(ctx context.Context, task *engine.Task, inv *invoca
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	r := &rpcRun{b: b, task: task, inv: inv, purpose: map[string]string{}, errOut: &tailBuffer{max: 8 << 10}}
-	if s := inv.saved; s != nil && s.Tool == "permission" && engine.PermissionAllowed(task.ResumeAnswer) {
+	if s := inv.saved; s != nil && s.Tool == "permission" && asktools.PermissionAllowed(task.ResumeAnswer) {
 		r.grant = s.Call
 	}
 	// pi's process outlives ctx by the grace of a graceful stop: the loop
@@ -454,7 +455,7 @@ func (r *rpcRun) ui(ctx context.Context, ev rpc.Event) *outcome {
 		return &outcome{err: errContract(detail)}
 	case p.Op == "ready":
 		var want []string
-		for _, t := range engine.AskTools(r.task.Interaction) {
+		for _, t := range asktools.For(r.task.Interaction) {
 			want = append(want, t.Name)
 		}
 		if !slices.Equal(p.Tools, want) && !(len(p.Tools) == 0 && len(want) == 0) {
