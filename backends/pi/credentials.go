@@ -10,12 +10,14 @@ import (
 	"strings"
 )
 
-// The real keys reach pi by one path, providerKey: the RPC transport hands
-// the key to the extension over pi's stdin, which sets it as pi's runtime
-// key, so it is never in pi's environment, argv or files and an agent's
-// bash does not inherit it; print mode, which has no channel, passes it as
-// the variable pi reads. The model proxy (issue 12, item 3) replaces this
-// function: a per-run dummy key and a base URL of its own.
+// The real keys stay outside the sandbox: the run channel's model proxy
+// adds them (route.go), and pi holds a dummy key. Only for a provider the
+// proxy cannot carry, on a node that asks for the open network, does a
+// real key reach pi, by one path, providerKey: the RPC transport hands it
+// to the extension over pi's stdin, which sets it as pi's runtime key (so
+// it is in pi's memory, not its environment or files, though the open
+// network and pi's process are within the agent's reach); print mode,
+// which has no channel, passes it as the variable pi reads.
 
 // builtinKeyVars are the variables pi reads the key of a built-in provider
 // from (pi-ai's env-api-keys, 0.73.1), in pi's order of preference.
@@ -67,21 +69,29 @@ func (b *Backend) providerKey(provider, agentDir string) (name, value string) {
 }
 
 // printKeyEnv is the environment that carries the keys in print mode: the
-// provider's variable, or, for a model pi resolves itself (no provider
-// named), the variables of every provider the server holds a key for.
-func (b *Backend) printKeyEnv(provider, agentDir string) []string {
-	providers := []string{provider}
-	if provider == "" {
+// proxy's dummy key under the variable of each built-in provider it
+// carries and, with the open network only, the real keys of the providers
+// it does not carry (the node's, or for a model pi resolves itself, every
+// provider the server holds a key for).
+func (b *Backend) printKeyEnv(inv *invocation) []string {
+	providers := []string{inv.model.provider}
+	if inv.model.provider == "" {
 		providers = nil
 		for p := range builtinKeyVars {
 			providers = append(providers, p)
 		}
-		providers = append(providers, customProviders(agentDir)...)
+		providers = append(providers, customProviders(inv.agentDir)...)
 		slices.Sort(providers)
 	}
 	var env []string
 	for _, p := range providers {
-		if name, val := b.providerKey(p, agentDir); name != "" && !slices.Contains(env, name+"="+val) {
+		if inv.proxied(p) {
+			continue // its models.json entry holds the dummy key
+		}
+		if !inv.open {
+			continue
+		}
+		if name, val := b.providerKey(p, inv.agentDir); name != "" && !slices.Contains(env, name+"="+val) {
 			env = append(env, name+"="+val)
 		}
 	}
@@ -169,6 +179,10 @@ func stripJSONComments(b []byte) []byte {
 // third-party client against the subscription's extra-usage balance, not
 // its plan (ADR-085).
 const SubscriptionOAuthNotice = "this node calls Anthropic with a Claude subscription (OAuth) credential from a client other than Claude Code: Anthropic bills it against the subscription's extra-usage balance, not the plan's limits. Set ANTHROPIC_API_KEY to use an API key instead, or ITERION_FORBID_SUBSCRIPTION_OAUTH=1 to refuse such nodes"
+
+// forbiddenSubscription is the refusal of such a node under
+// ITERION_FORBID_SUBSCRIPTION_OAUTH=1.
+const forbiddenSubscription = "this node would call Anthropic with a Claude subscription (OAuth) credential, which ITERION_FORBID_SUBSCRIPTION_OAUTH=1 refuses: set ANTHROPIC_API_KEY, or run the node on claude_code"
 
 // subscriptionOnly reports whether a node on provider would call
 // Anthropic with a subscription's OAuth token: the key the server holds

@@ -26,6 +26,9 @@
 //   - its sessions in a directory of the execution, removed with it: a
 //     paused node's session travels in the checkpoint and is written back
 //     when the node resumes;
+//   - no real key: the run channel's model proxy (route.go) carries the
+//     providers it can, pi holds a dummy key, and the sandbox's network is
+//     model-only unless the node asks for open;
 //   - no extension of the repository (.pi/) unless ITERION_PI_TRUST_PROJECT=1:
 //     pi runs extensions as code in the process that holds the run's keys.
 //

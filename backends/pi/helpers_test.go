@@ -11,11 +11,21 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
 	"github.com/iterion-bot/iterion/backends/pi"
+	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/agentcli"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/nodesandbox/nodesandboxtest"
 )
+
+// TestMain lets the test binary stand in for the iterion binary inside
+// the sandbox: the run channel runs pi under `sandbox-exec`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == runchannel.ExecCommand {
+		os.Exit(runchannel.Exec(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // fakeKey is the key of the fake providers: the real key of these tests,
 // which no agent may see.
@@ -28,6 +38,7 @@ const fakeKey = "sk-pitest-7a1c0e"
 type harness struct {
 	t        testing.TB
 	fake     *fakellm.Server
+	url      string // the fake model server's, on the host's loopback
 	env      map[string]string
 	agentDir string
 	work     string
@@ -44,7 +55,7 @@ func newHarness(t testing.TB, script *fakellm.Script) *harness {
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
 	root := t.TempDir()
-	h := &harness{t: t, fake: fake, agentDir: filepath.Join(root, "agent"), work: filepath.Join(root, "work"), sb: nodesandboxtest.New(t, nodesandbox.Options{})}
+	h := &harness{t: t, fake: fake, url: srv.URL, agentDir: filepath.Join(root, "agent"), work: filepath.Join(root, "work"), sb: nodesandboxtest.New(t, nodesandbox.Options{})}
 	for _, d := range []string{h.agentDir, h.work, filepath.Join(root, "home")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)

@@ -127,11 +127,23 @@ func TestCredentials(t *testing.T) {
 			t.Errorf("providerKey(%s) = %s=%s, want %s=%s", tc.provider, name, value, tc.name, tc.value)
 		}
 	}
-	if got := b.printKeyEnv("openai", agent); !slices.Equal(got, []string{"OPENAI_API_KEY=ok"}) {
+	// With the open network and no proxy, print mode gives pi the keys
+	// themselves; the providers the proxy carries get none.
+	open := &invocation{agentDir: agent, open: true, model: modelRef{provider: "openai", id: "gpt"}}
+	if got := b.printKeyEnv(open); !slices.Equal(got, []string{"OPENAI_API_KEY=ok"}) {
 		t.Errorf("print env for openai = %v", got)
 	}
-	if got := b.printKeyEnv("", agent); !slices.Equal(got, []string{"ANTHROPIC_API_KEY=ak", "LOCAL_KEY=lk", "OPENAI_API_KEY=ok"}) {
+	open.model = modelRef{id: "gpt"}
+	if got := b.printKeyEnv(open); !slices.Equal(got, []string{"ANTHROPIC_API_KEY=ak", "LOCAL_KEY=lk", "OPENAI_API_KEY=ok"}) {
 		t.Errorf("print env for a bare model = %v", got)
+	}
+	open.route = &route{proxied: map[string]bool{"anthropic": true, "local": true}}
+	if got := b.printKeyEnv(open); !slices.Equal(got, []string{"OPENAI_API_KEY=ok"}) {
+		t.Errorf("print env for a bare model, anthropic and local proxied = %v", got)
+	}
+	open.open = false
+	if got := b.printKeyEnv(open); len(got) != 0 {
+		t.Errorf("print env without the open network = %v, want no key", got)
 	}
 }
 

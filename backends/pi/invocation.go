@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/iterion-bot/iterion/backends/asktools"
+	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -26,6 +27,12 @@ type invocation struct {
 	extFile    string // "" in print mode
 	resumeFile string // the paused session written back, "" for a new one
 	saved      *savedSession
+
+	// route, sess and open are how pi reaches its providers: the run
+	// channel's model proxy, and the open network when the node asks.
+	route *route
+	sess  *runchannel.Session
+	open  bool
 
 	launcher *launcher
 	model    modelRef
@@ -394,4 +401,37 @@ func disableRetries(path string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o600)
+}
+
+// process is pi's process for a transport, run with the execution's run
+// channel: under its forwarder, on the model-only network unless the node
+// asks for the open one.
+func (inv *invocation) process(p *engine.Process) (*engine.Process, error) {
+	p.Network = engine.NetworkDefault
+	if inv.open {
+		p.Network = engine.NetworkOpen
+	}
+	if inv.sess == nil {
+		return p, nil
+	}
+	return inv.sess.Wrap(p)
+}
+
+// runtimeKey is the key the extension sets as pi's runtime key for
+// provider: the proxy's dummy key when the proxy carries it; with the
+// open network, the server's real key for one it does not; else none.
+func (b *Backend) runtimeKey(inv *invocation, provider string) string {
+	switch {
+	case inv.proxied(provider):
+		return inv.sess.Key()
+	case inv.open:
+		_, key := b.providerKey(provider, inv.agentDir)
+		return key
+	}
+	return ""
+}
+
+// proxied reports whether the model proxy carries provider's calls.
+func (inv *invocation) proxied(provider string) bool {
+	return inv.route != nil && inv.route.proxied[provider]
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/agentcli"
 )
@@ -37,6 +38,10 @@ type Options struct {
 	// StartTimeout bounds pi's start, until its RPC session answers. 0
 	// means 60 s.
 	StartTimeout time.Duration
+	// Binary is the iterion executable the sandbox runs pi under
+	// (sandbox-exec, the run channel's forwarder). "" means
+	// os.Executable().
+	Binary string
 	// StopGrace is how long a cancelled pi has to end its turn (abort) and
 	// then to exit (stdin closed) before its process tree is killed. 0
 	// means 5 s.
@@ -64,6 +69,7 @@ type Backend struct {
 	mode         string
 	startTimeout time.Duration
 	stopGrace    time.Duration
+	binary       string
 	// contract is the extension contract version written into its
 	// configuration; only tests change it, to see a mismatch refused.
 	contract int
@@ -78,7 +84,7 @@ var (
 // (rpc, the default, or print).
 func New(opts Options) (*Backend, error) {
 	b := &Backend{env: opts.Env, log: opts.Logger, tempDir: opts.TempDir, prices: opts.Prices,
-		startTimeout: opts.StartTimeout, stopGrace: opts.StopGrace, contract: contractVersion}
+		startTimeout: opts.StartTimeout, stopGrace: opts.StopGrace, binary: opts.Binary, contract: contractVersion}
 	if b.env == nil {
 		b.env = os.Getenv
 	}
@@ -237,6 +243,23 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		return nil, err
 	}
 	defer inv.remove()
+	rt, err := b.planRoute(inv.agentDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkRoute(rt, task, inv.model.provider, inv.agentDir); err != nil {
+		return nil, err
+	}
+	sess, err := runchannel.Open(ctx, task, runchannel.Options{Upstreams: rt.upstreams, Binary: b.binary, Logger: b.log})
+	if err != nil {
+		return nil, engine.NewBackendError(engine.CodeSandboxUnavailable, false, fmt.Errorf("opening the run channel of node %s: %w", task.NodeID, err))
+	}
+	defer sess.Close()
+	open := task.Network == engine.NetworkOpen
+	if err := rt.apply(sess, inv.agentDir, open); err != nil {
+		return nil, fmt.Errorf("routing pi's providers through the model proxy: %w", err)
+	}
+	inv.route, inv.sess, inv.open = rt, sess, open
 	start := time.Now()
 	var res *engine.Result
 	if b.mode == ModePrint {

@@ -28,10 +28,9 @@ type printTurn struct {
 // output, failures, tokens and cost are the same; it has no extension,
 // hence no interaction tools and no steering.
 func (b *Backend) executePrint(ctx context.Context, task *engine.Task, inv *invocation) (*engine.Result, error) {
-	if b.subscriptionOnly(inv.model.provider, inv.agentDir, false) {
+	if !inv.proxied(inv.model.provider) && b.subscriptionOnly(inv.model.provider, inv.agentDir, false) {
 		if b.env("ITERION_FORBID_SUBSCRIPTION_OAUTH") == "1" {
-			return nil, engine.NewBackendError("AUTH_FAILED", false, errors.New(
-				"this node would call Anthropic with a Claude subscription (OAuth) credential, which ITERION_FORBID_SUBSCRIPTION_OAUTH=1 refuses: set ANTHROPIC_API_KEY, or run the node on claude_code"))
+			return nil, engine.NewBackendError("AUTH_FAILED", false, errors.New(forbiddenSubscription))
 		}
 		b.log.Warn(SubscriptionOAuthNotice, "run", task.RunID, "node", task.NodeID)
 	}
@@ -98,9 +97,12 @@ func (b *Backend) executePrint(ctx context.Context, task *engine.Task, inv *invo
 func (b *Backend) printOnce(ctx context.Context, task *engine.Task, inv *invocation, text string) (*printTurn, error) {
 	stdoutR, stdoutW := io.Pipe()
 	errOut := &tailBuffer{max: 8 << 10}
-	p := &engine.Process{
-		Argv: inv.argv("json"), Env: inv.env(b.printKeyEnv(inv.model.provider, inv.agentDir)...), Mounts: inv.mounts(),
-		Stdin: strings.NewReader(text), Stdout: stdoutW, Stderr: errOut, Network: engine.NetworkOpen,
+	p, err := inv.process(&engine.Process{
+		Argv: inv.argv("json"), Env: inv.env(b.printKeyEnv(inv)...), Mounts: inv.mounts(),
+		Stdin: strings.NewReader(text), Stdout: stdoutW, Stderr: errOut,
+	})
+	if err != nil {
+		return nil, err
 	}
 	turn := &printTurn{}
 	read := make(chan error, 1)

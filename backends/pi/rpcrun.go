@@ -82,9 +82,12 @@ func (b *Backend) executeRPC(ctx context.Context, task *engine.Task, inv *invoca
 	// whatever happens to the loop.
 	procCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
 	defer kill()
-	p := &engine.Process{
+	p, err := inv.process(&engine.Process{
 		Argv: inv.argv("rpc"), Env: inv.env(b.extensionEnv(task)), Mounts: inv.mounts(),
-		Stdin: stdinR, Stdout: stdoutW, Stderr: r.errOut, Network: engine.NetworkOpen,
+		Stdin: stdinR, Stdout: stdoutW, Stderr: r.errOut,
+	})
+	if err != nil {
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -322,10 +325,9 @@ func (r *rpcRun) start(ctx context.Context, data json.RawMessage) *outcome {
 	if want := r.inv.model; want.id != "" && (want.id != r.model.id || want.provider != "" && want.provider != r.model.provider) {
 		r.b.log.Warn("pi resolved another model than the node asked for", "run", r.task.RunID, "node", r.task.NodeID, "asked", want.String(), "effective", r.model.String())
 	}
-	if r.b.subscriptionOnly(r.model.provider, r.inv.agentDir, true) {
+	if !r.inv.proxied(r.model.provider) && r.b.subscriptionOnly(r.model.provider, r.inv.agentDir, true) {
 		if r.b.env("ITERION_FORBID_SUBSCRIPTION_OAUTH") == "1" {
-			return &outcome{err: engine.NewBackendError("AUTH_FAILED", false, errors.New(
-				"this node would call Anthropic with a Claude subscription (OAuth) credential, which ITERION_FORBID_SUBSCRIPTION_OAUTH=1 refuses: set ANTHROPIC_API_KEY, or run the node on claude_code"))}
+			return &outcome{err: engine.NewBackendError("AUTH_FAILED", false, errors.New(forbiddenSubscription))}
 		}
 		r.b.log.Warn(SubscriptionOAuthNotice, "run", r.task.RunID, "node", r.task.NodeID)
 	}
@@ -470,7 +472,7 @@ func (r *rpcRun) ui(ctx context.Context, ev rpc.Event) *outcome {
 	switch p.Op {
 	case "hello":
 		rep = reply{Contract: contractVersion}
-		if name, key := r.b.providerKey(p.Provider, r.inv.agentDir); name != "" {
+		if key := r.b.runtimeKey(r.inv, p.Provider); key != "" {
 			rep.Keys = map[string]string{p.Provider: key}
 		}
 	case "tool":

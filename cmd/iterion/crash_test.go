@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/store"
 )
@@ -30,6 +31,12 @@ import (
 var testRuntimeDir string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == runchannel.ExecCommand {
+		// The run channel's wrapper in a node's sandbox, which runs this
+		// binary as the iterion binary (os.Executable) with the agent
+		// CLI's own environment.
+		os.Exit(runchannel.Exec(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if os.Getenv("ITERION_TEST_MAIN") == "1" {
 		app := &App{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, WritePace: time.Millisecond,
 			Backends: func(func(string) string) (map[string]engine.Backend, error) {
