@@ -153,6 +153,18 @@ func (b *Backend) fillUpstream(up *runchannel.Upstream, p map[string]any, defaul
 				if a, _ := mm["api"].(string); a != "" && a != api {
 					return fmt.Sprintf("its model %v uses another API (%s) than the provider's", mm["id"], a)
 				}
+				if _, ok := mm["headers"]; ok {
+					return fmt.Sprintf("its model %v declares headers of its own, which would be in the sandbox (give them at the provider's level, where the proxy adds them)", mm["id"])
+				}
+			}
+		}
+	}
+	if overrides, _ := p["modelOverrides"].(map[string]any); len(overrides) > 0 {
+		for id, o := range overrides {
+			if oo, _ := o.(map[string]any); oo != nil {
+				if _, ok := oo["headers"]; ok {
+					return fmt.Sprintf("its model override %s declares headers, which would be in the sandbox (give them at the provider's level, where the proxy adds them)", id)
+				}
 			}
 		}
 	}
@@ -218,6 +230,10 @@ func (b *Backend) checkRoute(rt *route, task *engine.Task, provider, agentDir st
 		task.NodeID, provider, why))
 }
 
+// withheldKey replaces, in the copy, the key of a provider the proxy does
+// not carry on the model-only network: a literal that is no credential.
+const withheldKey = "iterion-withheld-on-the-model-only-network"
+
 // apply rewrites the agent directory copy for sess: each carried
 // provider's baseUrl is the proxy's and its apiKey the dummy key, its
 // headers gone (the proxy adds them); without the open network, the
@@ -238,6 +254,18 @@ func (rt *route) apply(sess *runchannel.Session, agentDir string, open bool) err
 	if providers == nil {
 		providers = map[string]any{}
 		rt.models["providers"] = providers
+	}
+	if !open {
+		// The providers the proxy does not carry are out of reach on the
+		// model-only network: their credentials stay out of the copy.
+		for name, v := range providers {
+			if p, _ := v.(map[string]any); p != nil && !rt.proxied[name] {
+				if _, ok := p["apiKey"]; ok {
+					p["apiKey"] = withheldKey // pi refuses a provider with models and no key
+				}
+				delete(p, "headers")
+			}
+		}
 	}
 	for name := range rt.proxied {
 		p, _ := providers[name].(map[string]any)

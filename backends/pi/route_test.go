@@ -15,10 +15,13 @@ import (
 // operator's logins, and whether it reaches the fake model server itself
 // (which only the model proxy should), at the URL the test wrote in the
 // workspace.
-const probeNetwork = `echo "login: $(cat "$PI_CODING_AGENT_DIR/auth.json" 2>/dev/null || echo none)"; ` +
+const probeNetwork = `echo "login: $(cat "$PI_CODING_AGENT_DIR/auth.json" 2>/dev/null || echo none)"; cat "$PI_CODING_AGENT_DIR/models.json"; ` +
 	`node -e 'fetch(process.argv[1]).then(() => console.log("direct: reached"), () => console.log("direct: cut"))' "$(cat fake-url)/v1/models"; echo probed`
 
-const loginSecret = "sk-operator-login-93f1"
+const (
+	loginSecret   = "sk-operator-login-93f1"
+	literalSecret = "sk-literal-in-models-5e2a"
+)
 
 // On the default network (model-only), pi reaches its provider through
 // the proxy alone: the agent's commands cannot reach the provider's host
@@ -44,7 +47,14 @@ func TestModelOnlyNetwork(t *testing.T) {
 			}})
 			h.write(filepath.Join(h.work, "fake-url"), h.url)
 			h.write(filepath.Join(h.agentDir, "auth.json"), `{"other": {"type": "api_key", "key": "`+loginSecret+`"}}`)
+			// Another provider, which the proxy cannot carry (Google's API),
+			// with a literal key and a credential header.
 			models, _ := os.ReadFile(filepath.Join(h.agentDir, "models.json"))
+			models = []byte(strings.Replace(string(models), `"providers": {`, `"providers": {
+    "gem": {"baseUrl": "https://generativelanguage.googleapis.com/v1beta", "api": "google-generative-ai",
+      "apiKey": "`+literalSecret+`", "headers": {"x-goog-user-project": "`+literalSecret+`-h"},
+      "models": [{"id": "g", "contextWindow": 1000, "maxTokens": 100}]},`, 1))
+			h.write(filepath.Join(h.agentDir, "models.json"), string(models))
 			task := h.task("fake/fake-claude", "Look around.")
 			task.Network = tc.network
 			if _, err := h.backend().Execute(watchdog(t), task); err != nil {
@@ -62,7 +72,7 @@ func TestModelOnlyNetwork(t *testing.T) {
 			if !strings.Contains(out, "probed") {
 				t.Fatalf("the probe did not run: %q", out)
 			}
-			if !strings.Contains(out, tc.direct) || strings.Contains(out, loginSecret) != tc.login {
+			if !strings.Contains(out, tc.direct) || strings.Contains(out, loginSecret) != tc.login || strings.Contains(out, literalSecret) != tc.login {
 				t.Errorf("the agent's shell printed %q, want %q, the operator's login shown: %v", out, tc.direct, tc.login)
 			}
 			if after, _ := os.ReadFile(filepath.Join(h.agentDir, "models.json")); string(after) != string(models) {
@@ -129,5 +139,20 @@ func TestUncarriedProviderRefused(t *testing.T) {
 	}
 	if n := len(h.fake.Requests()); n != 0 {
 		t.Errorf("%d model requests, want none", n)
+	}
+}
+
+// A provider whose models carry headers of their own is not carried: the
+// headers would be in the sandbox.
+func TestModelHeadersNotCarried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{{Text: "never asked"}}})
+	h.write(filepath.Join(h.agentDir, "models.json"), `{"providers": {
+  "hdr": {"baseUrl": "`+h.url+`", "api": "anthropic-messages", "apiKey": "FAKE_KEY",
+    "models": [{"id": "m", "headers": {"x-secret": "s3cr3t-value"}}]}
+}}`)
+	_, err := h.backend().Execute(watchdog(t), h.task("hdr/m", "Hello."))
+	if err == nil || !strings.Contains(err.Error(), "declares headers of its own") {
+		t.Errorf("err = %v, want the model's headers named", err)
 	}
 }
