@@ -72,7 +72,11 @@ type Store interface {
 	Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error)
 
 	// DueOutbox returns up to limit outbox rows due at now, oldest first
-	// (limit <= 0: all of them).
+	// (limit <= 0: all of them). Each row is one channel's: a row written
+	// for several channels (a run's Channels) is stored as one row per
+	// channel, in the channels' order, so that each channel acknowledges
+	// and postpones its own, and one channel's wait (a rate limit) never
+	// holds another's back.
 	DueOutbox(ctx context.Context, now time.Time, limit int) ([]OutboxRow, error)
 	// AckOutbox deletes a performed outbox row.
 	AckOutbox(ctx context.Context, id string) error

@@ -73,8 +73,28 @@ func (db *DB) RecordPost(ctx context.Context, runID, ixID, channel, extID string
 	return nil
 }
 
-// PostRef returns the interaction that channel's post extID carries;
-// engine.ErrNotFound when it carries none.
+// RecordThread records, synced, that channel's post extID is run runID's
+// own (a Slack card): the ixref/<channel>/<extID> entry, naming no
+// interaction, that PostRef reads.
+func (db *DB) RecordThread(ctx context.Context, runID, channel, extID string) error {
+	if channel == "" || extID == "" || strings.Contains(channel, "/") {
+		return fmt.Errorf("recording a post of run %s: channel %q and external id %q must be set (channel without /)", runID, channel, extID)
+	}
+	err := db.write(ctx, bookkeeping, true, func(txn *tx) error {
+		if _, err := getRun(txn, runID); err != nil {
+			return err
+		}
+		return put(txn, ixrefKey(channel, extID), ixRef{RunID: runID})
+	})
+	if err != nil {
+		return fmt.Errorf("recording the %s thread of run %s: %w", channel, runID, err)
+	}
+	return nil
+}
+
+// PostRef returns the interaction that channel's post extID carries, or
+// the run whose own post it is (RecordThread) with an empty ixID;
+// engine.ErrNotFound when it carries neither.
 func (db *DB) PostRef(ctx context.Context, channel, extID string) (runID, ixID string, err error) {
 	var ref ixRef
 	err = db.view(ctx, func(txn *tx) error { return get(txn, ixrefKey(channel, extID), &ref) })

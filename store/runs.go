@@ -306,30 +306,39 @@ func appendEvents(txn *tx, runID string, events []engine.Event, now time.Time) e
 }
 
 // putOutbox writes outbox rows of a run, completing them as Commit says.
+// A row for several channels is stored as one row per channel, each
+// performed, acknowledged and postponed by its channel alone: a channel
+// waiting out a rate limit holds no other back.
 func putOutbox(txn *tx, run *engine.Run, rows []engine.OutboxRow, now time.Time) error {
 	// The store's sequence keeps rows in the order they are written, within
 	// one transaction and across transactions of the same millisecond.
 	for _, row := range rows {
-		if row.ID == "" {
-			row.ID = txn.ids.Next(now)
+		channels := row.Channels
+		if len(channels) == 0 {
+			channels = run.Channels
 		}
-		if row.RunID == "" {
-			row.RunID = run.ID
-		}
-		if len(row.Channels) == 0 {
-			row.Channels = slices.Clone(run.Channels)
-		}
-		if len(row.Channels) == 0 {
-			continue
-		}
-		if row.CreatedAt.IsZero() {
-			row.CreatedAt = now
-		}
-		if row.NextAt.IsZero() {
-			row.NextAt = now
-		}
-		if err := put(txn, outboxKey(row.ID), &row); err != nil {
-			return err
+		given := row.ID
+		for _, ch := range channels {
+			one := row
+			one.Channels = []string{ch}
+			switch {
+			case given == "":
+				one.ID = txn.ids.Next(now)
+			case len(channels) > 1:
+				one.ID = given + "." + ch
+			}
+			if one.RunID == "" {
+				one.RunID = run.ID
+			}
+			if one.CreatedAt.IsZero() {
+				one.CreatedAt = now
+			}
+			if one.NextAt.IsZero() {
+				one.NextAt = now
+			}
+			if err := put(txn, outboxKey(one.ID), &one); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -136,7 +136,14 @@ type Store interface {
 	// to it is routed there, and sets the interaction's post for the
 	// channel. channel must not contain "/".
 	RecordPost(ctx context.Context, runID, ixID, channel, extID string) error
-	// PostRef returns the question a post carries.
+	// RecordThread records that a channel's post extID is run runID's
+	// own, not a question's (a Slack card, whose thread holds the run's
+	// questions), so a reply to it is routed to the run: PostRef then
+	// returns runID and an empty ixID. The run must exist; channel must
+	// not contain "/".
+	RecordThread(ctx context.Context, runID, channel, extID string) error
+	// PostRef returns the question a post carries, or the run whose own
+	// post it is (RecordThread) with an empty ixID.
 	PostRef(ctx context.Context, channel, extID string) (runID, ixID string, err error)
 	// ShortID numbers a question in scope, from 1: the same question
 	// always gets the same number, and a number is never handed out

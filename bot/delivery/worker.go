@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -70,6 +71,11 @@ type Worker struct {
 	// error, or GitHub still asking for patience after MaxAttempts), so the
 	// people who asked hear of it.
 	GiveUp func(ctx context.Context, d Delivery, err error)
+	// Source, when set, is the channel whose deliveries the worker takes:
+	// those whose Source is it or begins with it and "/" ("github" takes
+	// "github/123"). The store holds every channel's, each channel's
+	// worker handles its own. Empty takes them all.
+	Source string
 
 	mu       sync.Mutex
 	inFlight map[string]bool
@@ -121,6 +127,11 @@ func fairOrder(pending []Delivery) []Delivery {
 	return out
 }
 
+// mine reports whether d is of the worker's Source.
+func (w *Worker) mine(d Delivery) bool {
+	return w.Source == "" || d.Source == w.Source || strings.HasPrefix(d.Source, w.Source+"/")
+}
+
 // Started is closed once Run has listed the deliveries stored before it
 // (acknowledged before a crash), to hand them out. A server accepts new
 // webhooks after it, so a delivery it acknowledges is never one Run's
@@ -155,6 +166,9 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		w.startedOnce.Do(func() { close(w.started) })
 		for _, d := range fairOrder(pending) {
+			if !w.mine(d) {
+				continue
+			}
 			key := d.Source + "/" + d.ID
 			w.mu.Lock()
 			// One delivery of a group at a time: a group's handler may wait

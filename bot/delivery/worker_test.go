@@ -229,3 +229,48 @@ func TestWorkerStarted(t *testing.T) {
 		}
 	})
 }
+
+// Two channels' workers over one store each handle their own channel's
+// deliveries only, and leave the other's pending for it.
+func TestWorkerSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for _, d := range []store.Delivery{{Source: "github/1", ID: "g"}, {Source: "slack/T1", ID: "s"}, {Source: "githubber", ID: "x"}} {
+			d.Event, d.Payload = "e", []byte("{}")
+			if _, err := db.RecordDelivery(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		var got []string
+		handle := func(_ context.Context, d store.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, d.Source+" "+d.ID)
+			return nil
+		}
+		gw, sw := delivery.NewWorker(db, 1, nil, handle), delivery.NewWorker(db, 1, nil, handle)
+		gw.Source, sw.Source = "github", "slack"
+		done := make(chan struct{}, 2)
+		go func() { gw.Run(ctx); done <- struct{}{} }()
+		go func() { sw.Run(ctx); done <- struct{}{} }()
+		synctest.Wait()
+		cancel()
+		<-done
+		<-done
+		slices.Sort(got)
+		if want := []string{"github/1 g", "slack/T1 s"}; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v", got, want)
+		}
+		pending, _ := db.PendingDeliveries(context.Background(), 0)
+		if len(pending) != 1 || pending[0].ID != "x" {
+			t.Errorf("pending %+v, want the delivery of neither channel", pending)
+		}
+	})
+}

@@ -183,6 +183,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
+	s.worker.Source = "github"
 	s.intake = NewIntake(IntakeOptions{AppID: opts.AppID, WebhookSecret: opts.WebhookSecret, Store: db, Bodies: opts.Bodies,
 		Wake: s.worker.Wake, Log: log})
 	return s, nil

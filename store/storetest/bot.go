@@ -349,6 +349,29 @@ func testRecordPost(t *testing.T, s BotStore) {
 	if err := s.RecordPost(ctx, run.ID, ix.ID, "github", ""); err == nil {
 		t.Error("RecordPost without an external id: no error")
 	}
+	// The run's own post (a Slack card) routes its thread to the run.
+	if err := s.RecordThread(ctx, run.ID, "slack", "C1/1700000000.0"); err != nil {
+		t.Fatalf("RecordThread: %v", err)
+	}
+	r, i, err = s.PostRef(ctx, "slack", "C1/1700000000.0")
+	if err != nil || r != run.ID || i != "" {
+		t.Errorf("PostRef of the run's thread = %q %q %v, want %q and no interaction", r, i, err, run.ID)
+	}
+	if err := s.RecordThread(ctx, "r-nope", "slack", "C1/1.0"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("RecordThread of an unknown run: err = %v, want ErrNotFound", err)
+	}
+	for _, bad := range [][2]string{{"", "C1/2.0"}, {"sl/ack", "C1/2.0"}, {"slack", ""}} {
+		if err := s.RecordThread(ctx, run.ID, bad[0], bad[1]); err == nil {
+			t.Errorf("RecordThread(%q, %q): no error", bad[0], bad[1])
+		}
+	}
+	got, err = s.Interaction(ctx, run.ID, ix.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Posts["slack"] != "C1/1700000000.1" {
+		t.Errorf("RecordThread changed the question's post: %v", got.Posts)
+	}
 }
 
 func testShortIDs(t *testing.T, s BotStore) {

@@ -1116,15 +1116,62 @@ func testOutboxChannels(t *testing.T, s engine.Store) {
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i].Kind < got[j].Kind })
 	ixID := engine.AsyncInteractionID(attached.ID, "plan", 1)
-	channels := []string{"github", "slack"}
+	// One row per channel, so that each channel acknowledges its own.
+	gh, sl := []string{"github"}, []string{"slack"}
 	want := []row{
-		{engine.OutboxQuestionAnswered, attached.ID, ixID, channels},
-		{engine.OutboxQuestionPosted, attached.ID, ixID, channels},
-		{engine.OutboxRunFinished, attached.ID, "", channels},
-		{engine.OutboxRunStarted, attached.ID, "", channels},
+		{engine.OutboxQuestionAnswered, attached.ID, ixID, gh},
+		{engine.OutboxQuestionAnswered, attached.ID, ixID, sl},
+		{engine.OutboxQuestionPosted, attached.ID, ixID, gh},
+		{engine.OutboxQuestionPosted, attached.ID, ixID, sl},
+		{engine.OutboxRunFinished, attached.ID, "", gh},
+		{engine.OutboxRunFinished, attached.ID, "", sl},
+		{engine.OutboxRunStarted, attached.ID, "", gh},
+		{engine.OutboxRunStarted, attached.ID, "", sl},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("outbox rows mismatch (-want +got):\n%s", diff)
+	}
+	// Acknowledging GitHub's rows leaves Slack's, and postponing Slack's
+	// leaves GitHub's due.
+	for _, r := range rows {
+		if r.RunID != attached.ID {
+			continue
+		}
+		var err error
+		switch r.Channels[0] {
+		case "github":
+			err = s.AckOutbox(ctx, r.ID)
+		case "slack":
+			err = s.RetryOutbox(ctx, r.ID, suiteTime(24*365*150))
+		}
+		if err != nil {
+			t.Fatalf("row %s: %v", r.ID, err)
+		}
+	}
+	left, err := s.DueOutbox(ctx, suiteTime(24*365*100), noLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range left {
+		if r.RunID == attached.ID {
+			t.Errorf("row %s (%s, %v) is still due", r.ID, r.Kind, r.Channels)
+		}
+	}
+	later, err := s.DueOutbox(ctx, suiteTime(24*365*190), noLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range later {
+		if r.RunID == attached.ID {
+			n++
+			if r.Channels[0] != "slack" {
+				t.Errorf("row %s of %v is left after its acknowledgement", r.ID, r.Channels)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d of Slack's rows left, want 4", n)
 	}
 }
 
