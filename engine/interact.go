@@ -279,6 +279,10 @@ func (e *Engine) answerPause(ctx context.Context, req ResumeRequest, run *Run, c
 		return err
 	}
 	c := Change{RunID: run.ID, Generation: run.Generation, Checkpoint: b, Interactions: []*Interaction{ix}, Events: events, Sync: true}
+	if p.Kind != KindAwait && len(run.Channels) > 0 {
+		// Every channel that shows the question shows who answered it.
+		c.Outbox = []OutboxRow{{Kind: OutboxQuestionAnswered, RunID: run.ID, InteractionID: ix.ID, Channels: run.Channels}}
+	}
 	if err := e.store.Commit(ctx, c); err != nil {
 		return fmt.Errorf("recording the answers of run %s: %w", run.ID, err)
 	}
@@ -605,4 +609,79 @@ func (rs *runState) collectAnswers(ctx context.Context, from string) (map[string
 		})
 	}
 	return map[string]any{"answers": answers}, nil
+}
+
+// ValidateAnswer tells, before anything is recorded, whether Answer would
+// take text or fields as the answer to ix by the question's own schema:
+// an async question or an agent's ask_user take a text, a human node's
+// form the fields it lists (ix.Fields), each of its type. A channel that
+// must say so within its request (a Slack modal's errors, shown beside
+// each field) checks with it; Answer checks again with the workflow. The
+// refusal is the *InvalidAnswerError Answer would give, or
+// ErrTextAndFields.
+func ValidateAnswer(ix *Interaction, text string, fields map[string]any) error {
+	if text != "" && len(fields) > 0 {
+		return ErrTextAndFields
+	}
+	if ix.Kind != KindBlocking || ix.Question() != "" || len(ix.Fields) == 0 {
+		if text == "" && len(fields) == 1 {
+			text, _ = fields[QuestionKey].(string)
+		}
+		if strings.TrimSpace(text) == "" {
+			return &InvalidAnswerError{InteractionID: ix.ID, Fields: questionFields(),
+				Problems: []AnswerProblem{{Field: QuestionKey, Kind: ProblemMissing, Type: "string"}}}
+		}
+		return nil
+	}
+	if text != "" {
+		if len(ix.Fields) != 1 {
+			bad := &InvalidAnswerError{InteractionID: ix.ID, Fields: ix.Fields}
+			for _, f := range ix.Fields {
+				bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemMissing, Type: f.Type})
+			}
+			return bad
+		}
+		fields = map[string]any{ix.Fields[0].Name: text}
+	}
+	bad := &InvalidAnswerError{InteractionID: ix.ID, Fields: ix.Fields}
+	for _, f := range ix.Fields {
+		v, ok := fields[f.Name]
+		if !ok {
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemMissing, Type: f.Type})
+			continue
+		}
+		if _, err := coerceValue(v, dslField(f)); err != nil {
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: f.Name, Kind: ProblemInvalid, Type: f.Type, Detail: err.Error()})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.ContainsFunc(ix.Fields, func(f FormField) bool { return f.Name == k }) {
+			bad.Problems = append(bad.Problems, AnswerProblem{Field: k, Kind: ProblemUnknown})
+		}
+	}
+	if len(bad.Problems) > 0 {
+		return bad
+	}
+	return nil
+}
+
+// dslField is the DSL field a form field describes (FormFields' inverse).
+func dslField(f FormField) dsl.Field {
+	name, list := strings.CutSuffix(f.Type, "[]")
+	t := dsl.Type{List: list}
+	switch name {
+	case "string":
+		t.Kind = dsl.TypeString
+	case "bool":
+		t.Kind = dsl.TypeBool
+	case "int":
+		t.Kind = dsl.TypeInt
+	case "float":
+		t.Kind = dsl.TypeFloat
+	case "json":
+		t.Kind = dsl.TypeJSON
+	case "file":
+		t.Kind = dsl.TypeFile
+	}
+	return dsl.Field{Name: f.Name, Type: t, Enum: f.Enum}
 }

@@ -57,6 +57,10 @@ type Launch struct {
 	// delivery handled again after a crash names the same key, and the
 	// launcher starts no second run for it.
 	Key string
+	// Slack is the Slack channel the repository's .iterion.yml names
+	// (slack.channel), where the run is shown too when the server has
+	// Slack; "" for none.
+	Slack string `json:",omitempty"`
 }
 
 // Actions are what the handler's commands do to runs.

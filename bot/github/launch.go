@@ -42,6 +42,9 @@ type LauncherOptions struct {
 	Start func(ctx context.Context, req engine.StartRequest) (*engine.Run, error)
 	// DSL compiles the workflows (the environment they may read).
 	DSL dsl.Options
+	// Slack says the server has Slack: a run whose repository names a
+	// Slack channel is shown there too (its Channels hold "slack").
+	Slack bool
 }
 
 // NewLauncher returns the launcher o describes.
@@ -128,10 +131,16 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("saving the workflow of run %s: %w", id, err)
 	}
+	origin := Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}
+	channels := []string{"github"}
+	if ln.o.Slack && l.Slack != "" {
+		origin.Slack = l.Slack
+		channels = append(channels, "slack")
+	}
 	_, err = ln.o.Start(ctx, engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
-		Trigger:  Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}.Trigger(l.Actor),
-		Channels: []string{"github"},
+		Trigger:  origin.Trigger(l.Actor),
+		Channels: channels,
 		WorkDir:  dir,
 		File:     file,
 	})

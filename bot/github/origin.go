@@ -18,6 +18,9 @@ type Origin struct {
 	CommentID    int64  `json:"comment_id,omitempty"`
 	Installation int64  `json:"installation,omitempty"`
 	HeadSHA      string `json:"head_sha,omitempty"`
+	// Slack is the Slack channel the run is also shown in, as the
+	// repository's .iterion.yml names it; "" for none.
+	Slack string `json:"slack,omitempty"`
 }
 
 // Trigger is the engine trigger of a run started at o by actor.

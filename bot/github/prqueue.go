@@ -46,6 +46,9 @@ type prQueue struct {
 func (q *prQueue) start(ctx context.Context, t Trigger, cfg *repoconfig.Config, l Launch) (outcome, error) {
 	scope := PRScope(t.Owner+"/"+t.Repo, t.PR)
 	defer q.lock(scope)()
+	if l.Slack == "" {
+		l.Slack = cfg.Slack.Channel
+	}
 	id := RunID(l.Owner, l.Repo, l.Key)
 	active, seen, err := q.active(ctx, t)
 	if err != nil {

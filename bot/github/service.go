@@ -99,6 +99,9 @@ type ServiceOptions struct {
 	// signature is checked, shared with the server's other channels; nil
 	// means one of the App's own, with delivery.BodyOptions' defaults.
 	Bodies *delivery.Bodies
+	// Slack says the server has Slack: a run whose repository's
+	// .iterion.yml names a Slack channel is shown there too.
+	Slack bool
 }
 
 // Service is the GitHub App's part of a server: the webhook intake, the
@@ -176,6 +179,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 		Start: func(ctx context.Context, req engine.StartRequest) (*engine.Run, error) {
 			return s.actions.doors.Launch(ctx, req)
 		},
+		Slack: opts.Slack,
 	})
 	s.actions.launch = s.launcher
 	s.handler = NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: s.actions, Replies: s.replies,

@@ -555,7 +555,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(cmp.Or(ix.Via, "unknown"), 100), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(viaWords(ix.Via), 100), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {
