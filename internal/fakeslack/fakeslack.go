@@ -2,7 +2,7 @@
 // tests, served by httptest on the real method paths the bot calls
 // (auth.test, chat.postMessage, chat.update, chat.postEphemeral,
 // chat.getPermalink, views.open, conversations.replies,
-// conversations.history, apps.connections.open) and a Socket Mode
+// conversations.history, conversations.list, apps.connections.open) and a Socket Mode
 // WebSocket. It keeps state as Slack does (messages by channel and ts,
 // threads, message metadata, single-use trigger ids that expire), answers
 // as Slack does ({"ok":false,"error":"…"}, 429 with Retry-After), applies
@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -489,6 +490,7 @@ var methods = map[string]methodFunc{
 	"views.open":            (*Server).openView,
 	"conversations.replies": (*Server).replies,
 	"conversations.history": (*Server).history,
+	"conversations.list":    (*Server).list,
 	"apps.connections.open": (*Server).openConnection,
 }
 
@@ -614,8 +616,8 @@ func (s *Server) postEphemeral(in *request) (map[string]any, *errorAnswer) {
 		return nil, fail("channel_not_found")
 	}
 	user := in.arg("user")
-	if _, ok := s.users[user]; !ok {
-		return nil, fail("user_not_in_channel")
+	if user == "" || !strings.ContainsRune("UW", rune(user[0])) {
+		return nil, fail("user_not_found")
 	}
 	m, ferr := s.compose(in)
 	if ferr != nil {
@@ -686,6 +688,30 @@ func (s *Server) openView(in *request) (map[string]any, *errorAnswer) {
 
 func invalidArgs(msg string) *errorAnswer {
 	return &errorAnswer{code: "invalid_arguments", extra: map[string]any{"response_metadata": map[string]any{"messages": []string{"[ERROR] " + msg}}}}
+}
+
+// list is conversations.list: the workspace's channels, by name, a page
+// of limit at a time.
+func (s *Server) list(in *request) (map[string]any, *errorAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := slices.Sorted(maps.Keys(s.channels))
+	start, _ := strconv.Atoi(in.arg("cursor"))
+	limit, _ := strconv.Atoi(in.arg("limit"))
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	start = min(start, len(names))
+	end := min(start+limit, len(names))
+	chans := []map[string]any{}
+	for _, n := range names[start:end] {
+		chans = append(chans, map[string]any{"id": s.channels[n], "name": n, "is_channel": true, "is_member": true})
+	}
+	next := ""
+	if end < len(names) {
+		next = strconv.Itoa(end)
+	}
+	return map[string]any{"channels": chans, "response_metadata": map[string]any{"next_cursor": next}}, nil
 }
 
 // replies is conversations.replies: a thread's root and its replies,
