@@ -61,7 +61,7 @@ func (s *Server) Click(user string, m Message, actionID, value string) []byte {
 func (s *Server) Pick(user string, m Message, actionID, value string) []byte {
 	action := map[string]any{"action_id": actionID, "block_id": "b", "type": "static_select",
 		"selected_option": map[string]any{"value": value, "text": map[string]any{"type": "plain_text", "text": value}},
-		"action_ts": fmt.Sprintf("%d.%06d", s.now().Unix(), s.bump())}
+		"action_ts":       fmt.Sprintf("%d.%06d", s.now().Unix(), s.bump())}
 	return s.interaction(user, m, action)
 }
 
@@ -81,8 +81,8 @@ func (s *Server) interaction(user string, m Message, action map[string]any) []by
 		"type": "block_actions", "team": map[string]any{"id": TeamID, "domain": "acme"},
 		"user": map[string]any{"id": user, "username": user, "team_id": TeamID}, "api_app_id": AppID,
 		"container": container, "trigger_id": s.NewTrigger(user),
-		"channel": map[string]any{"id": m.Channel, "name": ChannelName},
-		"message":  map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "bot_id": m.BotID},
+		"channel":      map[string]any{"id": m.Channel, "name": ChannelName},
+		"message":      map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "bot_id": m.BotID},
 		"response_url": "https://hooks.slack.com/actions/T0FAKE/1/x", "actions": []any{action},
 	})
 	return b
