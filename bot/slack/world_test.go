@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,6 +31,9 @@ type world struct {
 	base  string
 	stop  func()
 	perms *fakePerms
+	// doors, when set before start, is the engine's door instead of the
+	// store's Answer.
+	doors slack.Answerer
 }
 
 // fakePerms is a repository's permissions: the logins that may answer.
@@ -46,9 +50,12 @@ func (p *fakePerms) MayAnswer(_ context.Context, _ *engine.Run, login string) (b
 
 // People of the world: U1 is GitHub ana (allowed, may answer on the
 // repository), U2 bo (neither), U3 nobody iterion knows.
-func newWorld(t *testing.T, mod func(*slack.ServiceOptions)) *world {
+func newWorld(t *testing.T, mod func(*slack.ServiceOptions), doors ...slack.Answerer) *world {
 	t.Helper()
 	w := &world{t: t, fake: fakeslack.New(t), perms: &fakePerms{may: map[string]bool{"ana": true}}}
+	if len(doors) > 0 {
+		w.doors = doors[0]
+	}
 	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +71,7 @@ func (w *world) start(mod func(*slack.ServiceOptions)) {
 	opts := slack.ServiceOptions{
 		BotToken: fakeslack.BotToken, SigningSecret: secret, APIURL: w.fake.URL(), Channel: "#" + fakeslack.ChannelName,
 		Users: map[string]string{"U1": "ana", "U2": "bo"}, Allowed: []string{"ana"}, GitHub: w.perms,
-		Pace: -1, StatusEvery: time.Hour,
+		Pace: -1, StatusEvery: time.Hour, Log: slog.New(slog.NewTextHandler(testLog{w.t}, nil)),
 	}
 	if mod != nil {
 		mod(&opts)
@@ -82,7 +89,11 @@ func (w *world) start(mod func(*slack.ServiceOptions)) {
 	w.base = srv.URL
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { svc.Run(ctx, w.db); close(done) }()
+	var doors slack.Answerer = w.db
+	if w.doors != nil {
+		doors = w.doors
+	}
+	go func() { svc.Run(ctx, doors); close(done) }()
 	<-svc.Started()
 	stopped := false
 	w.stop = func() {
@@ -94,6 +105,14 @@ func (w *world) start(mod func(*slack.ServiceOptions)) {
 		}
 	}
 	w.t.Cleanup(w.stop)
+}
+
+// testLog writes the Service's log to the test's.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // post sends a signed request to a Slack endpoint and returns the
@@ -239,4 +258,9 @@ func blocksText(m fakeslack.Message) string {
 	}
 	walk(blocks)
 	return b.String()
+}
+
+// slackWake is an event that wakes the relay for run.
+func slackWake(runID string) engine.Event {
+	return engine.Event{Type: engine.EventHumanInputRequested, RunID: runID}
 }
