@@ -91,6 +91,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Identity is who the token is: the workspace and the bot's user.
 type Identity struct {
 	Team, TeamID, User, UserID, BotID string
+	// URL is the workspace's address ("https://acme.slack.com/").
+	URL string
 }
 
 // AuthTest asks Slack who the token is (auth.test): a token Slack
@@ -100,7 +102,7 @@ func (c *Client) AuthTest(ctx context.Context) (Identity, error) {
 	if err != nil {
 		return Identity{}, classify("checking the bot token (auth.test)", "", err)
 	}
-	return Identity{Team: r.Team, TeamID: r.TeamID, User: r.User, UserID: r.UserID, BotID: r.BotID}, nil
+	return Identity{Team: r.Team, TeamID: r.TeamID, User: r.User, UserID: r.UserID, BotID: r.BotID, URL: r.URL}, nil
 }
 
 // message is what the bot posts: a notification text, blocks, metadata

@@ -63,6 +63,7 @@ type Relay struct {
 	people      *People
 	log         *slog.Logger
 	botID       string
+	workspace   string // the workspace's address, for links
 	channel     string // the server's channel, for runs no repository names one for
 	gitURL      string
 	poll        time.Duration
@@ -85,6 +86,9 @@ type RelayOptions struct {
 	People *People
 	// BotID is the bot's id (auth.test): only its messages are the bot's.
 	BotID string
+	// Workspace is the workspace's address (auth.test's url), for links
+	// to messages; "" for none.
+	Workspace string
 	// Channel is where the runs go that no repository names a channel
 	// for (started from the API, a schedule); "" leaves them out of Slack.
 	Channel string
@@ -111,7 +115,7 @@ func NewRelay(o RelayOptions) *Relay {
 		o.Clock = time.Now
 	}
 	return &Relay{
-		store: o.Store, client: o.Client, people: o.People, log: cmpLog(o.Log), botID: o.BotID, channel: o.Channel,
+		store: o.Store, client: o.Client, people: o.People, log: cmpLog(o.Log), botID: o.BotID, workspace: o.Workspace, channel: o.Channel,
 		gitURL: cmp.Or(o.GitURL, ghbot.DefaultGitURL), poll: cmp.Or(o.Poll, time.Second), statusEvery: cmp.Or(o.StatusEvery, 10*time.Second),
 		failpoint: o.Failpoint, wake: make(chan struct{}, 1), now: o.Clock,
 		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{}, progress: map[string]*progress{},
@@ -464,7 +468,12 @@ func (r *Relay) read(ctx context.Context, runID string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &runView{run: run, who: r.people.who(run), name: r.people.name}
+	v := &runView{run: run, who: r.people.who(run), name: r.people.name, workspace: r.workspace}
+	if posts, err := r.store.RunPosts(ctx, runID); err != nil {
+		return nil, err
+	} else if card := posts[postCard]; card != "" {
+		v.thread = splitRef(card).ts
+	}
 	v.pr, v.prURL = prOf(run, r.gitURL)
 	if v.ixs, err = r.store.Interactions(ctx, runID); err != nil {
 		return nil, err

@@ -62,6 +62,19 @@ type runView struct {
 	// name is how the card names the person who answered: the Slack user
 	// linked to the GitHub login where known.
 	name func(login, via string) string
+	// workspace is the workspace's address, for links to messages; "" for
+	// none. thread is the card's ts.
+	workspace, thread string
+}
+
+// link is the address of a message in a thread ("C…/ts" as posts record
+// them), "" when the workspace's address is not known.
+func (v *runView) link(post, thread string) string {
+	ch, ts, ok := strings.Cut(post, "/")
+	if v.workspace == "" || !ok {
+		return ""
+	}
+	return fmt.Sprintf("%sarchives/%s/p%s?thread_ts=%s&cid=%s", v.workspace, ch, strings.ReplaceAll(ts, ".", ""), thread, ch)
 }
 
 func mrkdwn(s string) *slackgo.TextBlockObject {
@@ -150,7 +163,11 @@ func renderCard(v *runView) (string, []slackgo.Block) {
 				fmt.Fprintf(&q, "\n• and %d more", len(open)-10)
 				break
 			}
-			fmt.Fprintf(&q, "\n• *%s*: %s", v.qid(ix), escape(oneLine(questionText(ix), 150)))
+			id := "*" + v.qid(ix) + "*"
+			if l := v.link(ix.Posts["slack"], v.thread); l != "" {
+				id = "<" + l + "|" + v.qid(ix) + ">"
+			}
+			fmt.Fprintf(&q, "\n• %s: %s", id, escape(oneLine(questionText(ix), 150)))
 		}
 		if at, ok := earliest(v.snap.Gates); ok {
 			fmt.Fprintf(&q, "\n⏰ The run waits for them until %s.", dateText(at))

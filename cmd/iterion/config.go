@@ -22,6 +22,7 @@ import (
 
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	slackbot "github.com/iterion-bot/iterion/bot/slack"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/textdist"
 )
@@ -105,6 +106,9 @@ type serveConfig struct {
 	GitHub githubFile `yaml:"github"`
 	// Sandbox is where the processes of runs run; see sandboxSettings.
 	Sandbox sandboxSettings `yaml:"sandbox"`
+	// Slack is Slack's non-secret settings; see slackSettings for the
+	// environment's part (the tokens, and whether Slack is on).
+	Slack slackFile `yaml:"slack"`
 	// Webhooks bound what the webhooks' bodies hold while they are read,
 	// before their signature can be checked.
 	Webhooks webhookSettings `yaml:"webhooks"`
@@ -174,6 +178,7 @@ func defaultServeConfig() serveConfig {
 		GitHub:        githubFile{GitURL: ghbot.DefaultGitURL, Workers: ghbot.DefaultWorkers, KeepWorkspaces: ghbot.DefaultKeepWorkspaces},
 		Sandbox:       sandboxSettings{WorkspaceQuotaMB: defaultWorkspaceQuotaMB},
 		Webhooks:      webhookSettings{MemoryMB: delivery.DefaultBodyBytes >> 20, Bodies: delivery.DefaultBodies, BodyTimeout: delivery.DefaultBodyTimeout},
+		Slack:         slackFile{Transport: slackbot.TransportHTTP, Workers: slackbot.DefaultWorkers},
 	}
 }
 
@@ -224,6 +229,11 @@ func (a *App) loadServeConfig(path, via string) (serveConfig, error) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
+	for name, p := range cfg.Slack.Workflows {
+		if !filepath.IsAbs(p) {
+			cfg.Slack.Workflows[name] = filepath.Join(dir, p)
+		}
+	}
 	return cfg, nil
 }
 
@@ -262,6 +272,10 @@ var secretKeys = map[string]string{
 	"private_key":    "ITERION_GITHUB_PRIVATE_KEY",
 	"api_token":      "ITERION_API_TOKEN",
 	"api.token":      "ITERION_API_TOKEN",
+	"bot_token":      "ITERION_SLACK_BOT_TOKEN",
+	"slack.token":    "ITERION_SLACK_BOT_TOKEN",
+	"signing_secret": "ITERION_SLACK_SIGNING_SECRET",
+	"app_token":      "ITERION_SLACK_APP_TOKEN",
 }
 
 // envName is the shape of an environment variable's name.
@@ -394,6 +408,42 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 		}
 		return ""
 	},
+	"slack.transport": func(at string, v reflect.Value) string {
+		if s := v.String(); s != slackbot.TransportHTTP && s != slackbot.TransportSocket {
+			return at + ": use http (the Events API on a public URL, the default) or socket (Socket Mode, behind a firewall)"
+		}
+		return ""
+	},
+	"slack.channel": func(at string, v reflect.Value) string {
+		if !slackChannel.MatchString(v.String()) {
+			return at + ": write a channel's name, like \"#iterion\", or its id, like C0123ABCD"
+		}
+		return ""
+	},
+	"slack.users": func(at string, v reflect.Value) string {
+		if !ghbot.ValidLogin(v.String()) {
+			return at + ": write the person's GitHub login, like octocat"
+		}
+		return ""
+	},
+	"slack.allowed": func(at string, v reflect.Value) string {
+		if !ghbot.ValidLogin(v.String()) {
+			return at + ": write a GitHub login, like octocat"
+		}
+		return ""
+	},
+	"slack.workflows": func(at string, v reflect.Value) string {
+		if p := v.String(); filepath.Ext(p) != ".bot" && filepath.Ext(p) != ".iter" {
+			return at + ": write the path of a .bot file, relative to this file's directory"
+		}
+		return ""
+	},
+	"slack.workers": func(at string, v reflect.Value) string {
+		if v.Int() < 1 {
+			return at + ": write at least 1"
+		}
+		return ""
+	},
 	"github.private_key_file": func(_ string, v reflect.Value) string {
 		// The message must not repeat the key.
 		if strings.HasPrefix(strings.TrimSpace(v.String()), "-----BEGIN") {
@@ -451,6 +501,23 @@ func parseServeConfig(file string, data []byte, cfg *serveConfig) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
+}
+
+// configKeyChecks check the keys of mappings, by dotted path. Each
+// returns what to write instead, or "". at is `path key "key"`.
+var configKeyChecks = map[string]func(at, key string) string{
+	"slack.users": func(at, key string) string {
+		if !slackUserID.MatchString(key) {
+			return at + ": write a Slack user's id, like U0123ABCD (their profile, \"Copy member ID\")"
+		}
+		return ""
+	},
+	"slack.workflows": func(at, key string) string {
+		if !workflowName.MatchString(key) {
+			return at + ": a workflow's name is letters, digits, - and _"
+		}
+		return ""
+	},
 }
 
 // configParser checks the YAML tree of a config file against serveConfig
@@ -532,6 +599,8 @@ func (p *configParser) walk(n *yaml.Node, t reflect.Type, path string) {
 			p.walk(v, f.Type, full)
 		case reflect.Slice:
 			p.list(v, f.Type, full)
+		case reflect.Map:
+			p.mapping(v, f.Type, full)
 		default:
 			p.leaf(v, f.Type, full)
 		}
@@ -587,6 +656,53 @@ func (p *configParser) list(n *yaml.Node, t reflect.Type, path string) {
 		if check := configChecks[path]; check != nil {
 			if msg := check(at, v.Elem()); msg != "" {
 				p.addf(item, "%s", msg)
+			}
+		}
+	}
+}
+
+// mapping checks the value n of the key at path, a mapping of type t:
+// each key with the key check of path, each value with its check.
+func (p *configParser) mapping(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.MappingNode {
+		p.addf(n, "%s: write a mapping, like {name: value}, not %s", path, describe(r))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		k, v := r.Content[i], r.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.addf(k, "%s: a key must be a plain word, not %s", path, describe(k))
+			continue
+		}
+		if line, ok := seen[k.Value]; ok {
+			p.addf(k, "%s %q is set twice (also at line %d): keep one", path, k.Value, line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		if check := configKeyChecks[path]; check != nil {
+			if msg := check(fmt.Sprintf("%s key %q", path, k.Value), k.Value); msg != "" {
+				p.addf(k, "%s", msg)
+				continue
+			}
+		}
+		rv := resolve(v)
+		if rv == nil || rv.Kind != yaml.ScalarNode {
+			p.addf(v, "%s.%s: write %s, not %s", path, k.Value, valueKind(t.Elem()), describeOrNull(rv))
+			continue
+		}
+		val := reflect.New(t.Elem())
+		if err := rv.Decode(val.Interface()); err != nil {
+			p.addf(v, "%s.%s: write %s", path, k.Value, valueKind(t.Elem()))
+			continue
+		}
+		if check := configChecks[path]; check != nil {
+			if msg := check(fmt.Sprintf("%s.%s %q", path, k.Value, rv.Value), val.Elem()); msg != "" {
+				p.addf(v, "%s", msg)
 			}
 		}
 	}

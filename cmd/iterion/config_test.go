@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -69,7 +69,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -100,6 +100,22 @@ func TestServeConfigErrors(t *testing.T) {
 			"serve.yml:1:1: a key must be a plain word, not a list"},
 		{"two documents", "addr: :1\n---\nstore: s\n",
 			"serve.yml:2: a second YAML document starts here: keep the whole configuration in one"},
+		{"slack transport unknown", "slack:\n  transport: websocket\n",
+			`serve.yml:2:14: slack.transport "websocket": use http (the Events API on a public URL, the default) or socket (Socket Mode, behind a firewall)`},
+		{"slack channel with a space", "slack:\n  channel: \"#release notes\"\n",
+			`serve.yml:2:12: slack.channel "#release notes": write a channel's name, like "#iterion", or its id, like C0123ABCD`},
+		{"slack user by name", "slack:\n  users: {ana: ana}\n",
+			`serve.yml:2:11: slack.users key "ana": write a Slack user's id, like U0123ABCD (their profile, "Copy member ID")`},
+		{"slack user mapped to no GitHub login", "slack:\n  users: {U1: \"ana smith\"}\n",
+			`serve.yml:2:15: slack.users.U1 "ana smith": write the person's GitHub login, like octocat`},
+		{"slack user mapped twice", "slack:\n  users: {U1: ana, U1: bo}\n",
+			`serve.yml:2:20: slack.users "U1" is set twice (also at line 2): keep one`},
+		{"slack allowed not a login", "slack:\n  allowed: [\"@ana\"]\n",
+			`serve.yml:2:13: slack.allowed[0]: write a GitHub login, like octocat`},
+		{"slack workflow not a .bot file", "slack:\n  workflows: {nightly: nightly.yml}\n",
+			`serve.yml:2:24: slack.workflows.nightly "nightly.yml": write the path of a .bot file, relative to this file's directory`},
+		{"slack token in the file, value not repeated", "slack:\n  bot_token: xoxb-hunter2\n",
+			"serve.yml:2:3: slack.bot_token is a secret, and iterion serve reads secrets only from the environment: remove it and set ITERION_SLACK_BOT_TOKEN in the environment instead"},
 		{"every mistake, in order", "log:\n  level: loud\n  format: xml\nshutdown_grace: soon\nwrokers: 2\n",
 			`serve.yml:2:10: log.level "loud": use debug, info, warn or error` + "\n" +
 				`serve.yml:3:11: log.format "xml": use text or json` + "\n" +
@@ -192,6 +208,13 @@ sandbox:
     processes: 100
     open_files: 256
     cpu_time: 10m
+slack:
+  transport: socket
+  channel: "#iterion"
+  users: {U0123ABCD: ana, W0456EFGH: bo}
+  allowed: [ana]
+  workflows: {nightly: workflows/nightly.bot}
+  workers: 2
 webhooks:
   memory_mb: 64
   bodies: 256
@@ -216,6 +239,8 @@ api: {}
 			Sandbox: sandboxSettings{Driver: "docker", AllowHost: true, AllowNetwork: true, Network: "model-only", DockerImage: "golang:1.26", DockerImages: []string{"node:20"}, MaxParallelBranches: 3, WorkspaceQuotaMB: 2048,
 				Mounts: []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"},
 				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
+			Slack: slackFile{Transport: "socket", Channel: "#iterion", Users: map[string]string{"U0123ABCD": "ana", "W0456EFGH": "bo"},
+				Allowed: []string{"ana"}, Workflows: map[string]string{"nightly": filepath.Join(dir, "workflows", "nightly.bot")}, Workers: 2},
 			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
@@ -225,6 +250,7 @@ api: {}
 			Log:           logSettings{Level: "info", Format: "json"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
+			Slack:         slackFile{Transport: "http", Workers: 4},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
@@ -234,6 +260,7 @@ api: {}
 			Log:           logSettings{Level: "warn", Format: "text"},
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
+			Slack:         slackFile{Transport: "http", Workers: 4},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
 		}},
 	} {

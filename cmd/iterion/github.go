@@ -30,6 +30,9 @@ type githubConfig struct {
 	// redact scrubs the server's secrets from whatever the App writes on
 	// GitHub; serve sets it.
 	redact *engine.Redactor
+	// slack says the server has Slack, where a repository's runs are shown
+	// too when its .iterion.yml names a channel; serve sets it.
+	slack bool
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -84,7 +87,7 @@ func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, 
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
-		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies,
+		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, Slack: cfg.slack,
 		DSL: a.dslOptions(),
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	slackbot "github.com/iterion-bot/iterion/bot/slack"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -100,6 +101,10 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	if err != nil {
 		return err
 	}
+	slCfg, withSlack, err := a.slackSettings(cfg.Slack, cfg.file)
+	if err != nil {
+		return err
+	}
 	if cfg.file != "" {
 		log.Debug("config file read", "file", cfg.file)
 	}
@@ -115,6 +120,8 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	opts.Logger = log
 	opts.Redactor = redact
 	ghCfg.redact = redact
+	ghCfg.slack = withSlack
+	slCfg.redact, slCfg.gitURL = redact, cmp.Or(ghCfg.gitURL, ghbot.DefaultGitURL)
 
 	o, err := a.openOwner(dir, "iterion serve", io.Discard)
 	if err != nil {
@@ -141,17 +148,32 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 			return err
 		}
 	}
+	var sl *slackbot.Service
+	if withSlack {
+		if sl, err = a.newSlackService(ctx, slCfg, o, gh, bodies, log); err != nil {
+			return err
+		}
+	}
 	opts.OnEvent = func(ev engine.Event) {
 		if gh != nil {
 			gh.OnEvent(ev)
+		}
+		if sl != nil {
+			sl.OnEvent(ev)
 		}
 		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
 			removeEndedWorkspace(o, ev.RunID, log)
 		}
 	}
+	// Runs launched over the API are shown in the server's Slack channel,
+	// when it has one.
+	var apiChannels []string
+	if sl != nil && slCfg.file.Channel != "" {
+		apiChannels = []string{"slack"}
+	}
 	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
 		c, _ := api.CallerFrom(ctx)
-		return a.launchRun(ctx, o, req, c.Name)
+		return a.launchRun(ctx, o, req, c.Name, apiChannels)
 	}
 	if err := o.start(opts, launch); err != nil {
 		return err
@@ -195,6 +217,23 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		log.Info("GitHub App webhooks served on POST /webhooks/github", "app_id", ghCfg.appID)
 	} else {
 		log.Info("GitHub App off: set ITERION_GITHUB_APP_ID (or github.app_id), the webhook secret and the private key to serve it")
+	}
+	if sl != nil {
+		serveSlack(mux, sl)
+		background.Go(func() { sl.Run(bg, o.engine) })
+		select { // as GitHub's: see Service.Started
+		case <-sl.Started():
+		case <-ctx.Done():
+		}
+		id := sl.Identity()
+		if sl.Transport() == slackbot.TransportSocket {
+			log.Info("Slack on over Socket Mode (no public URL needed)", "team", id.Team, "team_id", id.TeamID, "bot", id.User, "channel", slCfg.file.Channel)
+		} else {
+			log.Info("Slack on over HTTP: POST /webhooks/slack/events, /webhooks/slack/interactive and /webhooks/slack/commands",
+				"team", id.Team, "team_id", id.TeamID, "bot", id.User, "channel", slCfg.file.Channel)
+		}
+	} else {
+		log.Info("Slack off: set ITERION_SLACK_BOT_TOKEN, and ITERION_SLACK_SIGNING_SECRET (HTTP) or ITERION_SLACK_APP_TOKEN (Socket Mode), to serve it")
 	}
 	if token := a.getenv("ITERION_API_TOKEN"); token != "" {
 		// Answers and launches through this token are recorded as its name.
@@ -240,7 +279,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 // actor (the API's authenticated caller) as who started it. The engine's
 // refusals, and what is wrong with the request itself, are
 // *api.BadRequestError saying what to fix.
-func (a *App) launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor string) (*engine.Run, error) {
+func (a *App) launchRun(ctx context.Context, o *owner, req api.LaunchRequest, actor string, channels []string) (*engine.Run, error) {
 	bad := func(format string, args ...any) error { return &api.BadRequestError{Err: fmt.Errorf(format, args...)} }
 	path := filepath.Clean(req.FilePath)
 	if filepath.IsAbs(path) || strings.HasPrefix(path, "..") {
@@ -257,7 +296,7 @@ func (a *App) launchRun(ctx context.Context, o *owner, req api.LaunchRequest, ac
 	// No WorkDir: the engine makes the run's own (Options.WorkDir) once
 	// the launch is valid.
 	run, err := o.engine.Launch(ctx, engine.StartRequest{Workflow: w, RunID: req.RunID, Vars: req.Vars, Preset: req.Preset,
-		Trigger: engine.Trigger{Source: "api", Actor: actor}, File: path})
+		Trigger: engine.Trigger{Source: "api", Actor: actor}, Channels: channels, File: path})
 	var badID *engine.InvalidRunIDError
 	var verr *engine.VarsError
 	var preset *engine.PresetError
