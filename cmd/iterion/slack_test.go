@@ -263,7 +263,9 @@ func TestServeSlackWhoMayAnswer(t *testing.T) {
 	q := h.question(runID)
 	h.interact(h.slack.Click("U9", q, slackbot.ActionOption+"0", "0"))
 	h.slack.WaitFor(30*time.Second, "U9 told to be mapped", func() bool {
-		return slices.ContainsFunc(h.slack.Ephemerals("U9"), func(e fakeslack.Ephemeral) bool { return strings.Contains(e.Text, "add `U9: <your GitHub login>` under `slack.users`") })
+		return slices.ContainsFunc(h.slack.Ephemerals("U9"), func(e fakeslack.Ephemeral) bool {
+			return strings.Contains(e.Text, "add `U9: <your GitHub login>` under `slack.users`")
+		})
 	})
 	h.interact(h.slack.Click("U2", q, slackbot.ActionOption+"0", "0"))
 	h.slack.WaitFor(30*time.Second, "bo told he may not", func() bool {
