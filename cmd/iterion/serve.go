@@ -42,6 +42,9 @@ func (a *App) newServeCmd() *cobra.Command {
                                         "run_id"} starts a run
   POST /webhooks/github                 the GitHub App's webhooks, when an App id is set
                                         ($ITERION_GITHUB_APP_ID or github.app_id)
+  POST /webhooks/slack/events           Slack's events, interactions and /iterion commands, when
+       /webhooks/slack/interactive      $ITERION_SLACK_BOT_TOKEN is set and slack.transport is
+       /webhooks/slack/commands         http (socket opens Socket Mode instead; docs/slack.md)
 
 on the listen address. The same API is served to other iterion commands of the same user on a
 unix socket in a private directory ($ITERION_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iterion, else
@@ -60,13 +63,16 @@ over the file, which wins over the default:
   GitHub REST base   $ITERION_GITHUB_API_URL, github.api_url (default github.com's)
   git clone base     $ITERION_GITHUB_URL, github.git_url (default %s)
   App private key    $ITERION_GITHUB_PRIVATE_KEY (PEM text, or a file path), github.private_key_file
+  Slack API base     $ITERION_SLACK_API_URL (default Slack's)
 
 The file alone sets log.level (debug, info, warn, error), log.format (text, json),
-shutdown_grace, github.workers (default %d), github.keep_workspaces (%s), and the bounds on
+shutdown_grace, github.workers (default %d), github.keep_workspaces (%s), the slack section
+(transport, channel, users, allowed, workflows, workers), and the bounds on
 webhook bodies being read before their signature is checked: webhooks.memory_mb (%d MiB held
 at most), webhooks.bodies (%d at once) and webhooks.body_timeout (%s each). Secrets come only
-from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
-$ITERION_API_TOKEN; a file holding one is refused. The values of those, of the model keys and
+from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text,
+$ITERION_API_TOKEN and Slack's $ITERION_SLACK_BOT_TOKEN, $ITERION_SLACK_SIGNING_SECRET and
+$ITERION_SLACK_APP_TOKEN; a file holding one is refused. The values of those, of the model keys and
 of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
 leaves a run: comments, check runs, events, API answers and the log. Relative paths in the file
 are relative to its directory. A file with mistakes is reported, each at its line with what to

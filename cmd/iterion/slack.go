@@ -100,10 +100,10 @@ func (a *App) newSlackService(ctx context.Context, cfg slackConfig, o *owner, gh
 	s, err := slackbot.NewService(ctx, o.db, opts)
 	var auth *slackbot.AuthError
 	if errors.As(err, &auth) {
-		return nil, fmt.Errorf("Slack: %w", auth)
+		return nil, auth
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Slack: %w (check ITERION_SLACK_API_URL and the network)", err)
+		return nil, fmt.Errorf("starting Slack: %w (check ITERION_SLACK_API_URL and the network)", err)
 	}
 	return s, nil
 }

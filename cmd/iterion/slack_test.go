@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -348,4 +349,61 @@ workflow hello:
 		m, _ := h.slack.Message(card.Channel, card.TS)
 		return strings.Contains(string(m.Blocks), "*Finished*") && strings.Contains(string(m.Blocks), "Started by `ana` via Slack")
 	})
+}
+
+// serve checks Slack's token with auth.test before it serves anything: a
+// token Slack refuses, a missing secret for the transport, stop it with
+// what to fix; a good one is said at start, with the transport on.
+func TestServeSlackStart(t *testing.T) {
+	t.Parallel()
+	fake := fakeslack.New(t)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"a token Slack refuses", map[string]string{"ITERION_SLACK_BOT_TOKEN": "xoxb-revoked", "ITERION_SLACK_SIGNING_SECRET": "s"}, exitError,
+			"Slack refuses the bot token (invalid_auth): set ITERION_SLACK_BOT_TOKEN"},
+		{"not a bot token", map[string]string{"ITERION_SLACK_BOT_TOKEN": "xoxp-user", "ITERION_SLACK_SIGNING_SECRET": "s"}, exitError,
+			"ITERION_SLACK_BOT_TOKEN is not a bot token"},
+		{"HTTP without the signing secret", map[string]string{"ITERION_SLACK_BOT_TOKEN": fakeslack.BotToken}, exitError,
+			"Slack over HTTP needs ITERION_SLACK_SIGNING_SECRET"},
+		{"Socket Mode", map[string]string{"ITERION_SLACK_BOT_TOKEN": fakeslack.BotToken, "ITERION_SLACK_APP_TOKEN": fakeslack.AppToken, "ITERION_CONFIG": "socket"}, exitOK,
+			"Slack on over Socket Mode (no public URL needed)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			c.setenv("ITERION_SLACK_API_URL", fake.URL())
+			for k, v := range tc.env {
+				if k == "ITERION_CONFIG" {
+					v = writeFile(t, "serve.yml", "slack:\n  transport: "+v+"\n")
+				}
+				c.setenv(k, v)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			logs := &lockedBuffer{}
+			pr, pw := io.Pipe()
+			done := make(chan int, 1)
+			go func() {
+				code := c.exec(ctx, nil, pw, logs, "serve", "--addr", "127.0.0.1:0", "--store-dir", filepath.Join(t.TempDir(), "st"))
+				pw.Close()
+				done <- code
+			}()
+			if tc.code == exitOK {
+				listenAddr(t, pr)
+				cancel()
+			} else {
+				go func() { _, _ = io.Copy(io.Discard, pr) }()
+			}
+			if code := <-done; code != tc.code {
+				t.Errorf("serve exited %d, want %d:\n%s", code, tc.code, logs.String())
+			}
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("serve's log lacks %q:\n%s", tc.want, logs.String())
+			}
+		})
+	}
 }
