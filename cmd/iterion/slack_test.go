@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -404,6 +405,54 @@ func TestServeSlackStart(t *testing.T) {
 			if !strings.Contains(logs.String(), tc.want) {
 				t.Errorf("serve's log lacks %q:\n%s", tc.want, logs.String())
 			}
+		})
+	}
+}
+
+// serve is killed (SIGKILL) between posting a Slack message and recording
+// its ts: after the restart the relay finds the message by its metadata,
+// so the card and each question are in Slack once, and still answer.
+func TestServeSlackCrashBetweenPostAndRecord(t *testing.T) {
+	t.Parallel()
+	// The relay posts the card, then Q1, then Q2.
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("post %d", n), func(t *testing.T) {
+			t.Parallel()
+			h := newSlackHarness(t, map[string]string{"workflows/review.bot": asyncWorkflow}, "")
+			wait := h.startChild(fmt.Sprintf("%s:%d", slackbot.FailPosted, n))
+			h.comment("ana", "/iterion run review")
+			runID := h.startedRun()
+			if !wait() {
+				t.Fatalf("serve was not killed after Slack post %d", n)
+			}
+			h.startChild("")
+			q1 := h.slackMessage("iterion_question", "question_id", runID+"_draft_async_1")
+			h.slackMessage("iterion_question", "question_id", runID+"_draft_async_2")
+			h.recorded(runID, q1)
+			h.interact(h.slack.Click("U1", q1, slackbot.ActionWords, "words"))
+			views := h.slack.Views()
+			if len(views) != 1 {
+				t.Fatalf("views = %+v", views)
+			}
+			h.interact(h.slack.Submission("U1", views[0], map[string]string{"answer": "MIT"}))
+			h.comment("ana", "/iterion answer Q2 1.26")
+			h.finished(runID)
+			for _, m := range []string{"iterion run " + runID, "Which licence?", "Minimum Go version?"} {
+				// The card's text, then each question's: the card also lists
+				// the questions in its blocks, not in its text.
+				var n int
+				for _, msg := range h.slack.BotMessages("") {
+					if strings.Contains(msg.Text, m) {
+						n++
+					}
+				}
+				if n != 1 {
+					t.Errorf("%d Slack messages say %q, want 1", n, m)
+				}
+			}
+			h.fake.WaitFor(30*time.Second, "Q1 answered via Slack on the PR", func() bool {
+				return len(h.fake.BotComments(7, "✅ Answered by `ana` via Slack:\n\n> MIT")) == 1
+			})
 		})
 	}
 }
