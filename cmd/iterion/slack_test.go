@@ -30,7 +30,7 @@ type slHarness struct {
 
 const slackSecret = "slack-signing-secret-for-tests"
 
-func newSlackHarness(t *testing.T, files map[string]string, config string) *slHarness {
+func newSlackHarness(t testing.TB, files map[string]string, config string) *slHarness {
 	t.Helper()
 	h := &slHarness{ghHarness: newGHHarness(t, files), slack: fakeslack.New(t), secret: slackSecret}
 	t.Cleanup(func() {
@@ -108,7 +108,7 @@ func (h *slHarness) recorded(runID string, q fakeslack.Message) {
 	h.t.Helper()
 	card := h.slackMessage("iterion_run", "run_id", runID)
 	link := "/p" + strings.ReplaceAll(q.TS, ".", "")
-	h.slack.WaitFor(30*time.Second, "the card to link the question", func() bool {
+	h.slack.WaitFor(30*time.Second, "the card to link the question "+link+" in "+card.TS, func() bool {
 		m, _ := h.slack.Message(card.Channel, card.TS)
 		return strings.Contains(string(m.Blocks), link)
 	})

@@ -56,6 +56,8 @@ type Message struct {
 	Metadata *Metadata
 	// Edits counts chat.update calls on the message.
 	Edits int
+	// At is when the fake took it, by its Clock.
+	At time.Time
 }
 
 // Metadata is a message's metadata.
@@ -208,7 +210,7 @@ func (s *Server) NewTrigger(user string) string {
 func (s *Server) Post(channel, threadTS, user, text string) Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := &Message{Channel: channel, TS: s.nextTS(), ThreadTS: threadTS, User: user, Text: text}
+	m := &Message{Channel: channel, TS: s.nextTS(), ThreadTS: threadTS, User: user, Text: text, At: s.now()}
 	s.messages = append(s.messages, m)
 	s.changedLocked()
 	return *m
@@ -536,7 +538,7 @@ func (s *Server) postMessage(in *request) (map[string]any, *errorAnswer) {
 		}
 		s.lastPost[ch] = s.now()
 	}
-	m.Channel, m.TS, m.User, m.BotID = ch, s.nextTS(), BotUserID, BotID
+	m.Channel, m.TS, m.User, m.BotID, m.At = ch, s.nextTS(), BotUserID, BotID, s.now()
 	if th := in.arg("thread_ts"); th != "" {
 		root := s.find(ch, th)
 		if root == nil {
