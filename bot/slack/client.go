@@ -21,8 +21,12 @@ import (
 )
 
 // DefaultPace spaces the bot's posts in one channel: Slack allows about
-// one message a second per channel, with short bursts.
-const DefaultPace = time.Second
+// one message a second per channel, with short bursts (burst posts may go
+// at once, then one per pace).
+const (
+	DefaultPace = time.Second
+	burst       = 3
+)
 
 // RetryLater is the error of a call Slack asked us to repeat later (a
 // rate limit, an outage): the worker and the relay postpone the work by
@@ -312,15 +316,18 @@ func (c *Client) Find(ctx context.Context, channel, thread, botID, eventType, ke
 	return "", nil
 }
 
-// paced holds a post in channel until its pace after the previous one.
+// paced holds a post in channel as the pace asks: up to burst posts at
+// once, then one per pace (a cell rate: next is when the channel's posts
+// would be due if each took a pace).
 func (c *Client) paced(ctx context.Context, channel string) error {
 	c.mu.Lock()
 	now := c.now()
-	at := c.next[channel]
-	if at.Before(now) {
-		at = now
+	due := c.next[channel]
+	if due.Before(now) {
+		due = now
 	}
-	c.next[channel] = at.Add(c.pace)
+	c.next[channel] = due.Add(c.pace)
+	at := due.Add(-time.Duration(burst-1) * c.pace)
 	if len(c.next) > 10000 {
 		clear(c.next) // only a pace: a forgotten channel posts at once
 	}
