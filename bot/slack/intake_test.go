@@ -122,3 +122,33 @@ func TestThreadReplyNamesItsQuestion(t *testing.T) {
 		t.Error("Q1 was answered too")
 	}
 }
+
+// A reply written in a run's thread while the server was down (its event
+// never delivered) is read back at the next start and answers; a reply
+// whose event did arrive is not taken twice.
+func TestRepliesWhileDown(t *testing.T) {
+	w := newWorld(t, nil)
+	run, q1 := w.ask("r-down", "Which database?")
+	q2 := w.question(run, "Which port?")
+	card := w.message("iterion_run", "run_id", run.ID)
+	w.message("iterion_question", "question_id", q2.ID)
+	w.fake.WaitFor(10*time.Second, "both posts recorded", func() bool {
+		return w.interaction(run.ID, q1.ID).Posts["slack"] != "" && w.interaction(run.ID, q2.ID).Posts["slack"] != ""
+	})
+	seen := w.fake.Post(fakeslack.Channel, card.TS, "U1", "Q1 PostgreSQL")
+	w.event(fakeslack.MessageEvent(seen, "Ev-seen"), nil)
+	w.fake.WaitFor(10*time.Second, "Q1 answered", func() bool { return !w.interaction(run.ID, q1.ID).Pending() })
+	w.stop()
+
+	w.fake.Post(fakeslack.Channel, card.TS, "U1", "Q2 5432")
+	w.start(nil)
+	w.fake.WaitFor(10*time.Second, "Q2 answered after the restart", func() bool { return !w.interaction(run.ID, q2.ID).Pending() })
+	if got := w.interaction(run.ID, q2.ID).Answer(); got != "5432" {
+		t.Errorf("Q2 = %q", got)
+	}
+	w.message("iterion_answered", "question_id", q2.ID)
+	w.stop()
+	if e := w.fake.Ephemerals(""); len(e) != 0 {
+		t.Errorf("told %+v: the reply seen before the restart was taken again", e)
+	}
+}
