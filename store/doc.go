@@ -36,6 +36,9 @@
 //	                                   without its payload
 //	dlvpend/<received>/<source>/<id>   index of the deliveries still to handle, oldest first
 //	                                   (received in unix ns), with their postponement
+//	link/<team>/<user>                 a chat user's link to a GitHub account (SetLink)
+//	linkgh/<github id>/<team>/<user>   index of the links by GitHub account (DropLinks)
+//	nonce/<nonce>                      a used single-use nonce, until it expires
 //	prune/<run>                        a run being removed (see Prune)
 //	meta/layout                        the layout version (below)
 //

@@ -163,4 +163,31 @@ type Store interface {
 	// RunsByRef returns the runs whose trigger Ref is ref, exactly as
 	// written, in no particular order.
 	RunsByRef(ctx context.Context, ref string) ([]*engine.Run, error)
+
+	// Account links.
+
+	// SetLink records that the chat user l.Team/l.User is the GitHub
+	// account l.GitHubID (login l.Login), replacing the user's earlier
+	// link; LinkedAt zero is the store's clock. Team and User must be set
+	// and hold no "/".
+	SetLink(ctx context.Context, l Link) error
+	// Link returns a chat user's link.
+	Link(ctx context.Context, team, user string) (Link, error)
+	// DropLinks removes every link to the GitHub account githubID and
+	// returns how many there were.
+	DropLinks(ctx context.Context, githubID int64) (int, error)
+	// UseNonce records nonce (1 to 128 bytes) as used until expires and
+	// reports whether it was unused: a second use, until it expires, is
+	// false.
+	UseNonce(ctx context.Context, nonce string, expires time.Time) (bool, error)
+}
+
+// Link is a chat user (a Slack user of a workspace) linked to a GitHub
+// account by the person, through GitHub's sign-in: keyed on the numeric
+// GitHub id, which a rename does not change.
+type Link struct {
+	Team, User string
+	GitHubID   int64
+	Login      string
+	LinkedAt   time.Time
 }

@@ -47,6 +47,8 @@ func RunBot(t *testing.T, open func(t *testing.T) BotStore) {
 		{"RunPosts", testRunPosts},
 		{"RunsByRef", testRunsByRef},
 		{"OutboxOrder", testOutboxOrder},
+		{"Links", testLinks},
+		{"Nonces", testNonces},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -532,5 +534,79 @@ func testOutboxOrder(t *testing.T, s BotStore) {
 	}
 	if next != n {
 		t.Errorf("%d rows, want %d", next, n)
+	}
+}
+
+func testLinks(t *testing.T, s BotStore) {
+	ctx := t.Context()
+	if _, err := s.Link(ctx, "T1", "U1"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Link before any: err = %v, want ErrNotFound", err)
+	}
+	for _, l := range []delivery.Link{
+		{Team: "T1", User: "U1", GitHubID: 7, Login: "ana", LinkedAt: suiteTime(1)},
+		{Team: "T2", User: "U9", GitHubID: 7, Login: "ana", LinkedAt: suiteTime(2)}, // the same person, another workspace
+		{Team: "T1", User: "U2", GitHubID: 8, Login: "bo", LinkedAt: suiteTime(3)},
+	} {
+		if err := s.SetLink(ctx, l); err != nil {
+			t.Fatalf("SetLink(%+v): %v", l, err)
+		}
+	}
+	got, err := s.Link(ctx, "T1", "U1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(delivery.Link{Team: "T1", User: "U1", GitHubID: 7, Login: "ana", LinkedAt: suiteTime(1)}, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Errorf("Link mismatch (-want +got):\n%s", diff)
+	}
+	// U2 links another account: the link to 8 is gone with it.
+	if err := s.SetLink(ctx, delivery.Link{Team: "T1", User: "U2", GitHubID: 9, Login: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DropLinks(ctx, 8); err != nil || n != 0 {
+		t.Errorf("DropLinks(8) after U2 moved = %d, %v; want 0", n, err)
+	}
+	if n, err := s.DropLinks(ctx, 7); err != nil || n != 2 {
+		t.Errorf("DropLinks(7) = %d, %v; want both of ana's links", n, err)
+	}
+	for _, u := range [][2]string{{"T1", "U1"}, {"T2", "U9"}} {
+		if _, err := s.Link(ctx, u[0], u[1]); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("Link(%s/%s) after DropLinks: err = %v, want ErrNotFound", u[0], u[1], err)
+		}
+	}
+	if got, err := s.Link(ctx, "T1", "U2"); err != nil || got.Login != "carol" || got.LinkedAt.IsZero() {
+		t.Errorf("U2's link = %+v, %v; want carol's, dated", got, err)
+	}
+	for _, bad := range []delivery.Link{{Team: "T/1", User: "U", GitHubID: 1, Login: "x"}, {Team: "T", User: "", GitHubID: 1, Login: "x"}, {Team: "T", User: "U", Login: "x"}} {
+		if err := s.SetLink(ctx, bad); err == nil {
+			t.Errorf("SetLink(%+v): no error", bad)
+		}
+	}
+}
+
+func testNonces(t *testing.T, s BotStore) {
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			ok, err := s.UseNonce(ctx, "n-1", exp)
+			if err != nil {
+				t.Errorf("UseNonce: %v", err)
+			}
+			if ok {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := fresh.Load(); n != 1 {
+		t.Errorf("%d of ten uses of a nonce were its first, want 1", n)
+	}
+	if ok, err := s.UseNonce(ctx, "n-2", exp); err != nil || !ok {
+		t.Errorf("another nonce = %v, %v; want unused", ok, err)
+	}
+	if _, err := s.UseNonce(ctx, "", exp); err == nil {
+		t.Error("an empty nonce: no error")
 	}
 }
