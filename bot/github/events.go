@@ -20,6 +20,9 @@ const (
 	// TriggerInstallation is the App installed, uninstalled, suspended or
 	// unsuspended on an account (Action says which).
 	TriggerInstallation = "installation"
+	// TriggerRevoked is a person revoking their authorization of the App
+	// (github_app_authorization): their account links go (SenderID).
+	TriggerRevoked = "revoked"
 )
 
 // Trigger is a delivery decoded into what the bot acts on. Only the fields
@@ -29,8 +32,10 @@ type Trigger struct {
 	InstallationID int64
 	Owner, Repo    string
 	DefaultBranch  string
-	// Sender is the login that caused the event.
-	Sender string
+	// Sender is the login that caused the event; SenderID its numeric id
+	// (set for TriggerRevoked).
+	Sender   string
+	SenderID int64
 	// PR is the pull request's number (comment and pull_request).
 	PR int
 	// Action is the pull_request action (opened, synchronize, reopened,
@@ -81,7 +86,7 @@ func ignored(format string, args ...any) error {
 // *Ignored; a payload that does not parse is an ordinary error.
 func Decode(event string, payload []byte) (Trigger, error) {
 	switch event {
-	case "issue_comment", "pull_request", "push", "ping", "installation", "check_run", "check_suite":
+	case "issue_comment", "pull_request", "push", "ping", "installation", "check_run", "check_suite", "github_app_authorization":
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}
@@ -114,6 +119,11 @@ func decode(event string, ev any) (Trigger, error) {
 		return decodeCheckRun(e)
 	case *gh.CheckSuiteEvent:
 		return decodeCheckSuite(e)
+	case *gh.GitHubAppAuthorizationEvent:
+		if e.GetAction() != "revoked" || e.GetSender().GetID() == 0 {
+			return Trigger{}, ignored("github_app_authorization %s", e.GetAction())
+		}
+		return Trigger{Kind: TriggerRevoked, Sender: e.GetSender().GetLogin(), SenderID: e.GetSender().GetID()}, nil
 	default:
 		return Trigger{}, ignored("event %q is not one iterion acts on", event)
 	}

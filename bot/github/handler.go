@@ -105,6 +105,9 @@ type HandlerOptions struct {
 	Queue LaunchQueue
 	// Installations, when set, learns of installation events (App.Installations).
 	Installations *Installations
+	// Revoked, when set, is told of a person who revoked their
+	// authorization of the App, by GitHub id: their account links go.
+	Revoked func(ctx context.Context, githubID int64) error
 	// Log receives the handler's logs; nil means none.
 	Log *slog.Logger
 }
@@ -120,6 +123,7 @@ type Handler struct {
 	runs          RunIndex
 	replies       poster
 	installations *Installations
+	revoked       func(ctx context.Context, githubID int64) error
 	log           *slog.Logger
 
 	commands map[string]command
@@ -130,7 +134,7 @@ type Handler struct {
 // NewHandler returns the handler of one App's deliveries.
 func NewHandler(o HandlerOptions) *Handler {
 	h := &Handler{client: o.Client, perms: o.Perms, runs: o.Runs, replies: o.Replies,
-		installations: o.Installations, log: cmpLog(o.Log)}
+		installations: o.Installations, revoked: o.Revoked, log: cmpLog(o.Log)}
 	h.queue = &prQueue{runs: o.Runs, queue: o.Queue, actions: o.Actions, replies: o.Replies, pulls: h.pull, log: h.log}
 	h.answers = &answerCommand{perms: o.Perms, questions: o.Runs, answers: o.Actions}
 	h.commands = map[string]command{
@@ -185,6 +189,12 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 	if t.Kind == TriggerInstallation {
 		h.installationChanged(t)
 		return nil
+	}
+	if t.Kind == TriggerRevoked {
+		if h.revoked == nil {
+			return nil
+		}
+		return h.revoked(ctx, t.SenderID)
 	}
 	if t.Kind == TriggerPush {
 		// .iterion.yml has no push triggers; schedules cover the branches.

@@ -102,6 +102,9 @@ type ServiceOptions struct {
 	// Slack says the server has Slack: a run whose repository's
 	// .iterion.yml names a Slack channel is shown there too.
 	Slack bool
+	// Revoked, when set, is told of a person who revoked their
+	// authorization of the App (github_app_authorization), by GitHub id.
+	Revoked func(ctx context.Context, githubID int64) error
 }
 
 // Service is the GitHub App's part of a server: the webhook intake, the
@@ -183,7 +186,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	})
 	s.actions.launch = s.launcher
 	s.handler = NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: s.actions, Replies: s.replies,
-		Queue: db, Log: log, Installations: app.Installations()})
+		Queue: db, Log: log, Installations: app.Installations(), Revoked: opts.Revoked})
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint

@@ -25,8 +25,12 @@ const MaxPayload = 25 << 20
 // sent when the App's webhook is set up, needs nothing but the 202.)
 var handledEvents = map[string]bool{
 	"issue_comment": true, "pull_request": true, "installation": true,
-	"check_run": true, "check_suite": true,
+	"check_run": true, "check_suite": true, "github_app_authorization": true,
 }
+
+// AuthorizationsGroup is the group of github_app_authorization
+// deliveries, which name a person, not an installation.
+const AuthorizationsGroup = "authorizations"
 
 // IntakeOptions configure NewIntake. AppID, WebhookSecret and Store are
 // required.
@@ -135,6 +139,9 @@ func (c *webhooks) Accept(_ context.Context, h http.Header, body []byte) (delive
 		return delivery.Outcome{}, nil
 	}
 	group := installationGroup(body)
+	if event == "github_app_authorization" {
+		group = AuthorizationsGroup
+	}
 	if group == "" {
 		log.Debug("webhook ignored: the payload names no installation (a repository webhook, not the App's)")
 		return delivery.Outcome{}, nil

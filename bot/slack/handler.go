@@ -337,7 +337,7 @@ func (h *Handler) answer(ctx context.Context, who asker, ix *engine.Interaction,
 		return fmt.Sprintf("run `%s` has ended; %s can no longer be answered.", run.ID, q), nil
 	}
 	if login == "" {
-		return h.people.unlinked(who.user), nil
+		return h.people.unlinked(h.team, who.user), nil
 	}
 	if refusal, err := h.people.mayAnswer(ctx, run, login); err != nil || refusal != "" {
 		return refusal, err
@@ -432,8 +432,8 @@ func (h *Handler) command(ctx context.Context, payload []byte) (asker, string, [
 	case "", "help":
 		return who, slashHelp, nil, nil
 	case "link":
-		text, blocks := h.link(who)
-		return who, text, blocks, nil
+		text, err := h.link(ctx, who)
+		return who, text, nil, err
 	case "status":
 		text, err := h.status(ctx, c.ChannelID)
 		return who, text, nil, err
@@ -444,9 +444,22 @@ func (h *Handler) command(ctx context.Context, payload []byte) (asker, string, [
 	return who, fmt.Sprintf("`%s` is not one of iterion's commands.\n%s", escape(oneLine(verb, 40)), slashHelp), nil, nil
 }
 
-// link answers /iterion link: the way to link one's GitHub account.
-func (h *Handler) link(who asker) (string, []slackgo.Block) {
-	return h.people.unlinked(who.user), nil
+// link answers /iterion link: the way to link one's GitHub account, and
+// the account linked already.
+func (h *Handler) link(ctx context.Context, who asker) (string, error) {
+	login, err := h.people.Login(ctx, h.team, who.user)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case h.people.linkURL == nil && login != "":
+		return fmt.Sprintf("you are GitHub @%s for iterion, as the server's configuration maps you (`slack.users`).", escape(login)), nil
+	case h.people.linkURL == nil:
+		return h.people.unlinked(h.team, who.user), nil
+	case login != "":
+		return fmt.Sprintf("you are linked to GitHub @%s. To link another account, <%s|sign in to GitHub> with it (the link is good for 10 minutes).", escape(login), h.people.linkURL(h.team, who.user)), nil
+	}
+	return fmt.Sprintf("<%s|Link your GitHub account>: you sign in to GitHub once, and iterion then knows who you are there (the link is good for 10 minutes).", h.people.linkURL(h.team, who.user)), nil
 }
 
 // run answers /iterion run: it starts a workflow of the server's
@@ -465,7 +478,7 @@ func (h *Handler) run(ctx context.Context, c slackgo.SlashCommand, args string) 
 		return "", err
 	}
 	if login == "" {
-		return h.people.unlinked(c.UserID), nil
+		return h.people.unlinked(h.team, c.UserID), nil
 	}
 	if refusal := h.people.mayRun(login); refusal != "" {
 		return refusal, nil

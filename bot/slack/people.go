@@ -38,9 +38,10 @@ type People struct {
 	allowed []string
 	repo    RepoPermissions
 	links   Links
-	// linking says whether people can link their accounts themselves
-	// (/iterion link); when not, an admin maps them.
-	linking bool
+	// linkURL makes the address that links a Slack user's account (the
+	// Linker's); nil when people cannot link their own, and an admin maps
+	// them.
+	linkURL func(team, user string) string
 }
 
 // PeopleOptions configure People; every field is optional.
@@ -55,13 +56,14 @@ type PeopleOptions struct {
 	Repo RepoPermissions
 	// Links are the links people made; nil means none.
 	Links Links
-	// Linking says /iterion link lets people link their own accounts.
-	Linking bool
+	// LinkURL makes the address that links a Slack user's account
+	// (Linker.URL); nil means people cannot link their own accounts.
+	LinkURL func(team, user string) string
 }
 
 // NewPeople returns the People o describes.
 func NewPeople(o PeopleOptions) *People {
-	p := &People{static: map[string]string{}, reverse: map[string]string{}, allowed: o.Allowed, repo: o.Repo, links: o.Links, linking: o.Linking}
+	p := &People{static: map[string]string{}, reverse: map[string]string{}, allowed: o.Allowed, repo: o.Repo, links: o.Links, linkURL: o.LinkURL}
 	for user, login := range o.Users {
 		p.static[user] = login
 		p.reverse[strings.ToLower(login)] = user
@@ -85,10 +87,11 @@ func (p *People) Login(ctx context.Context, team, user string) (string, error) {
 // none is known, so a card can name the person as Slack shows them.
 func (p *People) SlackUser(login string) string { return p.reverse[strings.ToLower(login)] }
 
-// unlinked is the word to a Slack user iterion cannot tell on GitHub.
-func (p *People) unlinked(user string) string {
-	if p.linking {
-		return "iterion does not know your GitHub account yet, so it cannot tell whether you may do this. Type `/iterion link` to link it (you sign in to GitHub once), then try again."
+// unlinked is the word to a Slack user of team iterion cannot tell on
+// GitHub.
+func (p *People) unlinked(team, user string) string {
+	if p.linkURL != nil {
+		return fmt.Sprintf("iterion does not know your GitHub account yet, so it cannot tell whether you may do this. <%s|Link your GitHub account> (you sign in to GitHub once; the link is good for 10 minutes, or type `/iterion link` for a new one), then try again.", p.linkURL(team, user))
 	}
 	return fmt.Sprintf("iterion does not know your GitHub account, so it cannot tell whether you may do this. Ask the server's admin to add `%s: <your GitHub login>` under `slack.users` in its configuration.", user)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/bot/delivery"
+	ghbot "github.com/iterion-bot/iterion/bot/github"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/store"
 )
@@ -53,8 +54,13 @@ type ServiceOptions struct {
 	// GitHub checks the answers to repositories' runs; nil without a
 	// GitHub App (they are refused).
 	GitHub RepoPermissions
-	// GitURL is GitHub's web base, for links; "" means github.com.
+	// GitURL is GitHub's web base, for links and sign-in; "" means
+	// github.com.
 	GitURL string
+	// SignIn, when set, lets people link their Slack accounts to their
+	// GitHub accounts themselves, by signing in to GitHub (/iterion link;
+	// the callback is Callback's); without it, slack.users maps them.
+	SignIn *SignIn
 	// Workflows are what /iterion run starts, by name; Launch starts them.
 	// Without Launch, /iterion run is refused.
 	Workflows map[string]string
@@ -84,6 +90,18 @@ type ServiceOptions struct {
 	Failpoint func(name string)
 }
 
+// SignIn is the GitHub App's user sign-in, for account links.
+type SignIn struct {
+	// ClientID and ClientSecret are the App's
+	// (ITERION_GITHUB_CLIENT_ID, ITERION_GITHUB_CLIENT_SECRET).
+	ClientID, ClientSecret string
+	// APIURL is GitHub's REST base ("" means api.github.com).
+	APIURL string
+	// PublicURL is the server's address as browsers reach it
+	// (ITERION_PUBLIC_URL).
+	PublicURL string
+}
+
 // Service is Slack's part of a server: the intake of events,
 // interactions and commands (over HTTP or Socket Mode), the worker acting
 // on the stored deliveries, the relay showing runs in channels, and the
@@ -103,6 +121,7 @@ type Service struct {
 	events  *delivery.Intake
 	inter   *delivery.Intake
 	cmds    *delivery.Intake
+	linker  *Linker
 	log     *slog.Logger
 
 	mu      sync.Mutex
@@ -130,7 +149,14 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 		return nil, err
 	}
 	s.id = id
-	s.people = NewPeople(PeopleOptions{Users: opts.Users, Allowed: opts.Allowed, Repo: opts.GitHub})
+	people := PeopleOptions{Users: opts.Users, Allowed: opts.Allowed, Repo: opts.GitHub, Links: storeLinks{db}}
+	if si := opts.SignIn; si != nil {
+		oauth := ghbot.NewOAuth(ghbot.OAuthOptions{ClientID: si.ClientID, ClientSecret: si.ClientSecret, WebURL: opts.GitURL,
+			APIURL: si.APIURL, HTTPClient: opts.HTTPClient})
+		s.linker = NewLinker(LinkerOptions{OAuth: oauth, Key: []byte(si.ClientSecret), PublicURL: si.PublicURL, Store: db, Log: log})
+		people.LinkURL = s.linker.URL
+	}
+	s.people = NewPeople(people)
 	s.taker = &taker{team: id.TeamID, botUser: id.UserID, slash: cmp.Or(opts.Command, DefaultCommand), store: db, client: s.client, log: log}
 	s.handler = NewHandler(HandlerOptions{Store: db, Client: s.client, People: s.people, Answers: s.doors,
 		Launch: opts.Launch, Workflows: opts.Workflows, Team: id.TeamID, Log: log})
@@ -161,6 +187,25 @@ func (s *Service) Transport() string {
 		return TransportSocket
 	}
 	return TransportHTTP
+}
+
+// Callback is the sign-in's callback (GET CallbackPath), nil without
+// SignIn.
+func (s *Service) Callback() http.Handler {
+	if s.linker == nil {
+		return nil
+	}
+	return s.linker
+}
+
+// Revoked drops the account links to GitHub account githubID, whose
+// authorization of the App was revoked (the GitHub App's hook).
+func (s *Service) Revoked(ctx context.Context, githubID int64) error {
+	n, err := s.db.DropLinks(ctx, githubID)
+	if err == nil && n > 0 {
+		s.log.Info("account links dropped: the GitHub authorization was revoked", "github_id", githubID, "links", n)
+	}
+	return err
 }
 
 // Events, Interactive and Commands are the HTTP endpoints (POST

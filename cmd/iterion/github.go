@@ -33,6 +33,9 @@ type githubConfig struct {
 	// slack says the server has Slack, where a repository's runs are shown
 	// too when its .iterion.yml names a channel; serve sets it.
 	slack bool
+	// revoked is told of a revoked authorization of the App (the account
+	// links go); serve sets it.
+	revoked func(ctx context.Context, githubID int64) error
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -87,7 +90,7 @@ func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, 
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
-		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, Slack: cfg.slack,
+		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, Slack: cfg.slack, Revoked: cfg.revoked,
 		DSL: a.dslOptions(),
 	})
 }

@@ -128,6 +128,18 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	ghCfg.redact = redact
 	ghCfg.slack = withSlack
 	slCfg.redact, slCfg.gitURL = redact, cmp.Or(ghCfg.gitURL, ghbot.DefaultGitURL)
+	if slCfg.signIn != nil {
+		slCfg.signIn.APIURL = ghCfg.apiURL
+	}
+	// A revoked GitHub authorization drops the Slack links to the account
+	// (the Slack service is made after the App's, which tells of it).
+	var sl *slackbot.Service
+	ghCfg.revoked = func(ctx context.Context, githubID int64) error {
+		if sl == nil {
+			return nil
+		}
+		return sl.Revoked(ctx, githubID)
+	}
 
 	o, err := a.openOwner(dir, "iterion serve", io.Discard)
 	if err != nil {
@@ -154,7 +166,6 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 			return err
 		}
 	}
-	var sl *slackbot.Service
 	if withSlack {
 		if sl, err = a.newSlackService(ctx, slCfg, o, gh, bodies, log); err != nil {
 			return err
@@ -226,6 +237,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	}
 	if sl != nil {
 		serveSlack(mux, sl)
+		serveSignIn(mux, sl)
 		background.Go(func() { sl.Run(bg, o.engine) })
 		select { // as GitHub's: see Service.Started
 		case <-sl.Started():

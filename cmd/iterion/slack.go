@@ -46,6 +46,9 @@ type slackConfig struct {
 	transport         string
 	redact            *engine.Redactor
 	gitURL, fileNamed string
+	// signIn, when set, lets people link their accounts by signing in to
+	// GitHub; ghAPI is GitHub's REST base for it.
+	signIn *slackbot.SignIn
 }
 
 // slackSettings completes Slack's settings from the file with the
@@ -75,6 +78,19 @@ func (a *App) slackSettings(f slackFile, file string) (cfg slackConfig, ok bool,
 		}
 		cfg.apiURL = strings.TrimRight(cfg.apiURL, "/") + "/"
 	}
+	id, secret, public := a.getenv("ITERION_GITHUB_CLIENT_ID"), a.getenv("ITERION_GITHUB_CLIENT_SECRET"), a.getenv("ITERION_PUBLIC_URL")
+	switch {
+	case id == "" && secret == "":
+	case id == "" || secret == "":
+		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs both ITERION_GITHUB_CLIENT_ID and ITERION_GITHUB_CLIENT_SECRET (the GitHub App's settings page); set both, or neither to map people with slack.users")
+	case public == "":
+		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs ITERION_PUBLIC_URL, the server's address as browsers reach it: GitHub sends people back to its /auth/github/callback (the App's Callback URL)")
+	default:
+		if msg := checkURL("ITERION_PUBLIC_URL", public, "https://iterion.example.com"); msg != "" {
+			return cfg, false, errors.New(msg)
+		}
+		cfg.signIn = &slackbot.SignIn{ClientID: id, ClientSecret: secret, PublicURL: public}
+	}
 	return cfg, true, nil
 }
 
@@ -86,7 +102,7 @@ func (a *App) newSlackService(ctx context.Context, cfg slackConfig, o *owner, gh
 	opts := slackbot.ServiceOptions{
 		BotToken: cfg.botToken, SigningSecret: cfg.secret, AppToken: cfg.appToken, APIURL: cfg.apiURL, Transport: cfg.transport,
 		Channel: cfg.file.Channel, Users: cfg.file.Users, Allowed: cfg.file.Allowed, GitURL: cfg.gitURL,
-		Workflows: cfg.file.Workflows, Launch: a.slackLaunch(o), Workers: cfg.file.Workers, Pace: a.WritePace,
+		Workflows: cfg.file.Workflows, Launch: a.slackLaunch(o), Workers: cfg.file.Workers, Pace: a.WritePace, SignIn: cfg.signIn,
 		Redactor: cfg.redact, Bodies: bodies, Log: log, Failpoint: a.failpoint(),
 	}
 	if cfg.transport == slackbot.TransportSocket {
@@ -149,6 +165,14 @@ func serveSlack(mux *http.ServeMux, s *slackbot.Service) {
 	mux.Handle("POST /webhooks/slack/events", s.Events())
 	mux.Handle("POST /webhooks/slack/interactive", s.Interactive())
 	mux.Handle("POST /webhooks/slack/commands", s.Commands())
+}
+
+// serveSignIn mounts the GitHub sign-in's callback, when people link
+// their accounts themselves.
+func serveSignIn(mux *http.ServeMux, s *slackbot.Service) {
+	if cb := s.Callback(); cb != nil {
+		mux.Handle("GET "+slackbot.CallbackPath, cb)
+	}
 }
 
 // slackUserID and slackChannel are the shapes of the ids and names the

@@ -1,8 +1,9 @@
 // Package fakegithub is a fake of the GitHub REST API for tests, served
 // by httptest on the real paths the bot uses: installation tokens,
 // contents, collaborator permissions, pull requests, issue comments and
-// their reactions, check runs, and repositories over git's smart HTTP
-// (the real git http-backend). It keeps state like GitHub does, records
+// their reactions, check runs, the web application flow of user sign-in
+// (the code exchanged for a user token, GET /user), and repositories over
+// git's smart HTTP (the real git http-backend). It keeps state like GitHub does, records
 // every call, and fails the test on any call it does not serve.
 package fakegithub
 
@@ -129,6 +130,83 @@ type Server struct {
 	calls        []Call
 	changed      chan struct{}
 	gitRoot      string
+	// signIns are the sign-ins under way, by code, and userTokens the
+	// user tokens handed out for them.
+	signIns    map[string]signIn
+	userTokens map[string]signIn
+}
+
+// signIn is a person who authorized the App: their login and id, and the
+// redirect the code was given for.
+type signIn struct {
+	login    string
+	id       int64
+	redirect string
+}
+
+// The App's OAuth client id and secret the fake requires.
+const (
+	OAuthClientID     = "Iv1.fakeclientid"
+	OAuthClientSecret = "fake-client-secret-0123456789"
+)
+
+// SignIn is a person (login, id) authorizing the App on GitHub's sign-in
+// page for redirect: it returns the code GitHub sends the browser back
+// with, which the App exchanges once.
+func (s *Server) SignIn(login string, id int64, redirect string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	code := fmt.Sprintf("code%08x", s.nextID*2654435761)
+	if s.signIns == nil {
+		s.signIns, s.userTokens = map[string]signIn{}, map[string]signIn{}
+	}
+	s.signIns[code] = signIn{login: login, id: id, redirect: redirect}
+	return code
+}
+
+// oauth serves GitHub's web application flow: the code exchanged for a
+// user token (GitHub answers its refusals 200 with an error), and who a
+// user token is. It reports whether it served the request.
+func (s *Server) oauth(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.URL.Path == "/login/oauth/access_token" && r.Method == http.MethodPost:
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+			return true
+		}
+		if r.PostForm.Get("client_id") != OAuthClientID || r.PostForm.Get("client_secret") != OAuthClientSecret {
+			writeJSON(w, http.StatusOK, map[string]any{"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})
+			return true
+		}
+		s.mu.Lock()
+		in, ok := s.signIns[r.PostForm.Get("code")]
+		delete(s.signIns, r.PostForm.Get("code"))
+		var tok string
+		if ok && in.redirect == r.PostForm.Get("redirect_uri") {
+			s.nextID++
+			tok = fmt.Sprintf("ghu_FakeUserToken%020d", s.nextID)
+			s.userTokens[tok] = in
+		}
+		s.mu.Unlock()
+		if tok == "" {
+			writeJSON(w, http.StatusOK, map[string]any{"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})
+			return true
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "bearer", "scope": ""})
+		return true
+	case r.URL.Path == "/user" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		in, ok := s.userTokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		s.mu.Unlock()
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "Bad credentials", "rest")
+			return true
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": in.id, "login": in.login, "type": "User"})
+		return true
+	}
+	return false
 }
 
 // New starts a fake serving owner/repo on branch main.
@@ -403,6 +481,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	remaining := s.remaining
 	s.mu.Unlock()
 	if fail != nil && fail(rec, r) {
+		return
+	}
+	if s.oauth(rec, r) {
 		return
 	}
 	// Every REST answer carries the primary limit's state, as GitHub's do.
