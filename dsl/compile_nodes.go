@@ -24,6 +24,9 @@ func (c *compiler) compileNodes() {
 			}
 		}
 		c.commonProps(n, props)
+		if n.Kind == NodeAgent || n.Kind == NodeJudge || n.Kind == NodeHuman {
+			c.answerProps(n, props)
+		}
 		if n.Kind == NodeAgent || n.Kind == NodeJudge || n.Kind == NodeTool {
 			owner := fmt.Sprintf("%s %q", n.Kind, n.ID)
 			n.Sandbox = c.sandboxDecl(props["sandbox"], owner, "the processes of "+owner)
@@ -120,6 +123,51 @@ func (c *compiler) commonProps(n *Node, props map[string]*Property) {
 			n.Await = AwaitMode(i)
 		}
 	}
+}
+
+// answerProps reads answer_on (the channels the node's questions may be
+// answered on) and answerers (the GitHub logins who may answer them).
+func (c *compiler) answerProps(n *Node, props map[string]*Property) {
+	if p := props["answer_on"]; p != nil {
+		for _, ch := range c.stringList(p) {
+			switch {
+			case !slices.Contains(AnswerChannels, ch):
+				c.errorAtValue(p.Value, ErrInvalidValue, "write channels among "+strings.Join(AnswerChannels, ", "),
+					"%s %q: answer_on names %q, which is not a channel", n.Kind, n.ID, ch)
+			case !slices.Contains(n.AnswerOn, ch):
+				n.AnswerOn = append(n.AnswerOn, ch)
+			}
+		}
+		if n.AnswerOn == nil {
+			n.AnswerOn = []string{} // answer_on: [] – refused below
+			c.errorAtValue(p.Value, ErrInvalidValue, "name at least one channel, like answer_on: [github, page]",
+				"%s %q: answer_on names no channel, so its questions could never be answered", n.Kind, n.ID)
+		}
+	}
+	if p := props["answerers"]; p != nil {
+		for _, login := range c.stringList(p) {
+			if !githubLogin(login) {
+				c.errorAtValue(p.Value, ErrInvalidValue, "write GitHub logins, like answerers: [ana, bo]",
+					"%s %q: answerers names %q, which is not a GitHub login", n.Kind, n.ID, login)
+				continue
+			}
+			n.Answerers = append(n.Answerers, login)
+		}
+	}
+}
+
+// githubLogin says whether s is shaped like a GitHub login: letters,
+// digits and single inner hyphens, at most 39.
+func githubLogin(s string) bool {
+	if s == "" || len(s) > 39 || s[0] == '-' || s[len(s)-1] == '-' || strings.Contains(s, "--") {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *compiler) schemaRef(n *Node, p *Property) *Schema {

@@ -422,7 +422,17 @@ type Node struct {
 	// tools only); nil inherits the workflow's. Read it through
 	// Workflow.SandboxFor.
 	Sandbox *Sandbox
+
+	// AnswerOn, when set, lists the channels the node's questions may be
+	// answered on (answer_on: [github, page]; agents, judges and humans);
+	// nil means every channel. Answerers, when set, narrows who may answer
+	// them to these GitHub logins (still with the repository's permission).
+	AnswerOn  []string
+	Answerers []string
 }
+
+// AnswerChannels are the channels answer_on may name.
+var AnswerChannels = []string{"github", "slack", "page", "cli", "api"}
 
 // LLM is the model-facing configuration of a node.
 type LLM struct {

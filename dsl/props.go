@@ -20,6 +20,7 @@ var llmProps = map[string]bool{
 	"skills": false, "permission": true, "allow": true, "ask": true, "deny": true, "mcp": false, "compaction": false,
 	"compress": false, "needs": false, "readonly": true, "full_access": false, "images": false,
 	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
+	"answer_on": true, "answerers": true,
 }
 
 var nodeProps = map[string]map[string]bool{
@@ -30,7 +31,7 @@ var nodeProps = map[string]map[string]bool{
 		"publish": true, "model": true, "backend": true, "system": true, "await": true,
 		"artifact_labels": false, "interaction_prompt": false, "interaction_model": false,
 		"min_answers": false, "review_url": false, "posture": false, "merge_strategy": false,
-		"merge_into": false, "max_turns": false,
+		"merge_into": false, "max_turns": false, "answer_on": true, "answerers": true,
 	},
 	"router": {
 		"mode": true, "model": true, "backend": true, "system": true, "user": true, "multi": true,

@@ -33,6 +33,7 @@ func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[st
 	ix := &Interaction{
 		ID: PauseInteractionID(rs.run.ID, n.ID, iteration), RunID: rs.run.ID, NodeID: n.ID,
 		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(), Fields: FormFields(n),
+		AnswerOn: n.AnswerOn, Answerers: n.Answerers,
 	}
 	return rs.pause(ctx, ix, &pauseState{InteractionID: ix.ID, Node: n.ID, Kind: KindBlocking}, map[string]any{})
 }
@@ -309,6 +310,9 @@ func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, 
 	if err != nil {
 		return nil, err
 	}
+	if err := answerAllowed(ix, req); err != nil {
+		return nil, err
+	}
 	switch ix.Kind {
 	case KindAsync:
 		if len(req.Fields) > 0 {
@@ -332,6 +336,26 @@ func (e *Engine) Answer(ctx context.Context, req AnswerRequest) (*AnswerResult, 
 		return nil, &AwaitError{InteractionID: ix.ID, Pending: ids}
 	}
 	return e.answerBlocking(ctx, req)
+}
+
+// answerAllowed refuses an answer from a channel or a person the
+// question's node leaves out (answer_on, answerers). A timer's expiry is
+// no one's answer and always passes; the answerers are GitHub logins, so
+// they bind the channels where people are GitHub accounts.
+func answerAllowed(ix *Interaction, req AnswerRequest) error {
+	if req.Via == "timer" || !ix.Pending() {
+		return nil // an answered question says who answered first
+	}
+	if !ix.AnswerableOn(req.Via) {
+		return &ChannelRefusedError{InteractionID: ix.ID, Via: req.Via, AnswerOn: ix.AnswerOn}
+	}
+	switch req.Via {
+	case "github", "slack", "page":
+		if !ix.MayAnswer(req.By) {
+			return &AnswererRefusedError{InteractionID: ix.ID, By: req.By, Answerers: ix.Answerers}
+		}
+	}
+	return nil
 }
 
 // answerAsync stores an async question's answer, wakes the gates that may

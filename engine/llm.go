@@ -206,7 +206,8 @@ func (rs *runState) asyncClosures(task *Task, n *dsl.Node) {
 		if q.AllowFreeText != nil {
 			questions[FreeTextKey] = *q.AllowFreeText
 		}
-		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions})
+		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions,
+			AnswerOn: n.AnswerOn, Answerers: n.Answerers})
 		if err != nil {
 			return "", err
 		}
@@ -282,6 +283,9 @@ func (rs *runState) pauseForAgent(ctx context.Context, n *dsl.Node, iteration in
 	}
 	p.InteractionID = id
 	ix := &Interaction{ID: id, RunID: rs.run.ID, NodeID: n.ID, Kind: p.Kind, Questions: questions, RequestedAt: rs.e.now()}
+	if p.Kind != KindAwait {
+		ix.AnswerOn, ix.Answerers = n.AnswerOn, n.Answerers
+	}
 	if p.Kind == KindBlocking {
 		ix.Fields = questionFields()
 	}

@@ -136,6 +136,8 @@ type PostRequest struct {
 	Questions map[string]any
 	// Event data beyond interaction_id, questions and async: true.
 	BranchID string
+	// AnswerOn and Answerers are the node's (answer_on, answerers).
+	AnswerOn, Answerers []string
 }
 
 // AnswerRequest is an answer from some channel to any question: an

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -160,6 +162,26 @@ type Interaction struct {
 	// Fields, for a blocking question, are what its answer must give: a
 	// human node's form, or the one text of an agent's ask_user.
 	Fields []FormField `json:"fields,omitempty"`
+	// AnswerOn, when set, are the only channels that may answer (the
+	// node's answer_on); Answerers, when set, the only GitHub logins (its
+	// answerers), on the channels where people are GitHub accounts.
+	AnswerOn  []string `json:"answer_on,omitempty"`
+	Answerers []string `json:"answerers,omitempty"`
+}
+
+// AnswerableOn reports whether the question may be answered on channel
+// via (the node's answer_on).
+func (ix *Interaction) AnswerableOn(via string) bool {
+	return len(ix.AnswerOn) == 0 || slices.Contains(ix.AnswerOn, via)
+}
+
+// MayAnswer reports whether the GitHub user login is among the
+// question's own answerers (true when it names none).
+func (ix *Interaction) MayAnswer(login string) bool {
+	if len(ix.Answerers) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(ix.Answerers, func(a string) bool { return strings.EqualFold(a, login) })
 }
 
 // FormField is one field of a blocking question's answer.
@@ -307,6 +329,32 @@ var (
 	// once a Stop was acknowledged for it.
 	ErrStopRequested = errors.New("a stop was requested for the run")
 )
+
+// ChannelRefusedError is an answer from a channel the question's node
+// does not let answer it (answer_on).
+type ChannelRefusedError struct {
+	InteractionID string
+	Via           string
+	AnswerOn      []string
+}
+
+func (e *ChannelRefusedError) Error() string {
+	return fmt.Sprintf("question %s cannot be answered via %s; its workflow lets it be answered only via %s (answer_on)",
+		e.InteractionID, e.Via, strings.Join(e.AnswerOn, ", "))
+}
+
+// AnswererRefusedError is an answer from someone the question's node does
+// not list among its answerers.
+type AnswererRefusedError struct {
+	InteractionID string
+	By            string
+	Answerers     []string
+}
+
+func (e *AnswererRefusedError) Error() string {
+	return fmt.Sprintf("%s may not answer question %s; its workflow lets only %s answer it (answerers)",
+		e.By, e.InteractionID, strings.Join(e.Answerers, ", "))
+}
 
 // AlreadyAnsweredError says who answered a question first.
 type AlreadyAnsweredError struct {

@@ -66,6 +66,8 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			Seq:         int(n),
 			Questions:   maps.Clone(q.Questions),
 			RequestedAt: now,
+			AnswerOn:    slices.Clone(q.AnswerOn),
+			Answerers:   slices.Clone(q.Answerers),
 		}
 		// A blocking pause of a node named "x_async" in iteration n has the
 		// same id as the n-th async question of node "x".

@@ -155,6 +155,9 @@ func (a *answerCommand) answer(ctx context.Context, t Trigger, id, text string) 
 		return a.resume(ctx, t, ix, id, text)
 	}
 	_, err = a.answers.Answer(ctx, engine.AnswerRequest{RunID: ix.RunID, InteractionID: ix.ID, Text: text, By: t.Sender, Via: "github"})
+	if o, ok := workflowRefusal(err, id, t.Sender); ok {
+		return o, nil
+	}
 	var already *engine.AlreadyAnsweredError
 	switch {
 	case errors.As(err, &already):
@@ -193,6 +196,9 @@ func (a *answerCommand) resume(ctx context.Context, t Trigger, ix *engine.Intera
 		}
 	}
 	_, err := a.answers.Answer(ctx, req)
+	if o, ok := workflowRefusal(err, id, t.Sender); ok {
+		return o, nil
+	}
 	var bad *engine.InvalidAnswerError
 	var notWaiting *engine.NotWaitingError
 	var already *engine.AlreadyAnsweredError
@@ -215,6 +221,29 @@ func (a *answerCommand) resume(ctx context.Context, t Trigger, ix *engine.Intera
 
 // viaWords names the channel an answer came through, as a PR comment says
 // it: "via Slack", "via the admin page".
+// workflowRefusal is the reply to an answer the question's workflow
+// refuses: from a channel its answer_on leaves out, or from someone not
+// among its answerers.
+func workflowRefusal(err error, id, sender string) (outcome, bool) {
+	var offChannel *engine.ChannelRefusedError
+	var notAnswerer *engine.AnswererRefusedError
+	switch {
+	case errors.As(err, &offChannel):
+		where := make([]string, len(offChannel.AnswerOn))
+		for i, ch := range offChannel.AnswerOn {
+			where[i] = viaWords(ch)
+		}
+		return say("question `%s` cannot be answered on GitHub: its workflow lets it be answered only through %s (`answer_on`), so this answer was not recorded.", inert(id), strings.Join(where, " or ")), true
+	case errors.As(err, &notAnswerer):
+		names := make([]string, len(notAnswerer.Answerers))
+		for i, a := range notAnswerer.Answerers {
+			names[i] = "`" + inert(a) + "`"
+		}
+		return say("thank you, but only %s may answer question `%s` (its workflow's `answerers`), so this answer from `%s` was not recorded.", strings.Join(names, ", "), inert(id), inert(sender)), true
+	}
+	return outcome{}, false
+}
+
 func viaWords(via string) string {
 	switch via {
 	case "github":

@@ -562,6 +562,14 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		fmt.Fprintf(&b, "\nThe run ended (%s) before this question was answered.\n", v.run.Status)
 		return b.String()
 	}
+	if !ix.AnswerableOn("github") {
+		where := make([]string, len(ix.AnswerOn))
+		for i, ch := range ix.AnswerOn {
+			where[i] = viaWords(ch)
+		}
+		fmt.Fprintf(&b, "\nThis question can be answered only through %s (its workflow's `answer_on`), not on GitHub.\n", strings.Join(where, " or "))
+		return b.String()
+	}
 	b.WriteString("\n**To answer**, reply quoting this comment")
 	switch {
 	case len(fields) > 0:
@@ -579,6 +587,13 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	}
 	if at, ok := earliest(v.snap.Gates); ok && ix.Kind == engine.KindAsync {
 		fmt.Fprintf(&b, "⏰ Answer by %s; after that the run stops waiting.\n", at.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if len(ix.Answerers) > 0 {
+		names := make([]string, len(ix.Answerers))
+		for i, a := range ix.Answerers {
+			names[i] = "`" + inert(a) + "`"
+		}
+		fmt.Fprintf(&b, "Only %s may answer it (the workflow's `answerers`).\n", strings.Join(names, ", "))
 	}
 	return b.String()
 }

@@ -363,7 +363,21 @@ func (h *Handler) answer(ctx context.Context, who asker, ix *engine.Interaction,
 	var already *engine.AlreadyAnsweredError
 	var bad *engine.InvalidAnswerError
 	var notWaiting *engine.NotWaitingError
+	var offChannel *engine.ChannelRefusedError
+	var notAnswerer *engine.AnswererRefusedError
 	switch {
+	case errors.As(err, &offChannel):
+		where := make([]string, len(offChannel.AnswerOn))
+		for i, ch := range offChannel.AnswerOn {
+			where[i] = viaWords(ch)
+		}
+		return fmt.Sprintf("%s cannot be answered from Slack: its workflow lets it be answered only through %s (`answer_on`). Your answer was not recorded.", q, strings.Join(where, " or ")), nil
+	case errors.As(err, &notAnswerer):
+		names := make([]string, len(notAnswerer.Answerers))
+		for i, a := range notAnswerer.Answerers {
+			names[i] = "@" + escape(a)
+		}
+		return fmt.Sprintf("only GitHub %s may answer %s (its workflow's `answerers`); you are GitHub @%s, so your answer was not recorded.", strings.Join(names, ", "), q, escape(login)), nil
 	case errors.As(err, &already):
 		if already.Via == "slack" && already.AnsweredBy == login {
 			return "", nil // answered a moment ago by the same click, twice

@@ -297,11 +297,30 @@ func renderQuestion(v *runView, ix *engine.Interaction) (string, []slackgo.Block
 	case v.run.Status.Terminal():
 		title, _ := statusLook(v.run.Status)
 		blocks = append(blocks, slackgo.NewContextBlock("", mrkdwn(fmt.Sprintf("⏹️ The run ended (%s) before this question was answered.", strings.ToLower(title)))))
+	case !ix.AnswerableOn("slack"):
+		blocks = append(blocks, slackgo.NewContextBlock("", mrkdwn(answerElsewhere(v, ix))))
 	default:
 		blocks = append(blocks, answerActions(ix, labels))
 		blocks = append(blocks, slackgo.NewContextBlock("", mrkdwn(howToAnswer(v, ix))))
 	}
 	return fallback, blocks
+}
+
+// answerElsewhere says where a question its workflow keeps off Slack
+// (answer_on) is answered: a link to its pull request comment when it has
+// one, and no buttons.
+func answerElsewhere(v *runView, ix *engine.Interaction) string {
+	var where []string
+	for _, ch := range ix.AnswerOn {
+		where = append(where, viaWords(ch))
+	}
+	text := "🔗 This question can be answered only through " + strings.Join(where, " or ") + " (its workflow's `answer_on`), not here"
+	if id := ix.Posts["github"]; v.prURL != "" && ix.AnswerableOn("github") && id != "" && strings.Trim(id, "0123456789") == "" {
+		text += fmt.Sprintf(": <%s#issuecomment-%s|answer it on the pull request>", v.prURL, id)
+	} else if v.prURL != "" && ix.AnswerableOn("github") {
+		text += fmt.Sprintf(": <%s|answer it on the pull request>", v.prURL)
+	}
+	return text + "."
 }
 
 // answerActions are the buttons of a pending question: one per option
@@ -358,6 +377,13 @@ func howToAnswer(v *runView, ix *engine.Interaction) string {
 	}
 	if v.who != "" {
 		parts = append(parts, "who may answer: "+v.who)
+	}
+	if len(ix.Answerers) > 0 {
+		names := make([]string, len(ix.Answerers))
+		for i, a := range ix.Answerers {
+			names[i] = "GitHub @" + escape(a)
+		}
+		parts = append(parts, "and only "+strings.Join(names, ", ")+" (the workflow's `answerers`)")
 	}
 	return strings.Join(parts, " · ") + ". The first answer anywhere (Slack, the pull request, the CLI) wins."
 }
