@@ -69,6 +69,7 @@ type Handler struct {
 	launch    func(ctx context.Context, l Launch) (*engine.Run, error)
 	workflows map[string]string
 	team      string
+	confirm   func(ctx context.Context, team, user, token string) (string, error)
 	log       *slog.Logger
 }
 
@@ -88,13 +89,16 @@ type HandlerOptions struct {
 	Workflows map[string]string
 	// Team is the workspace's id.
 	Team string
-	Log  *slog.Logger
+	// Confirm completes a link from a GitHub sign-in (/iterion link
+	// <confirmation>); nil without sign-in.
+	Confirm func(ctx context.Context, team, user, token string) (string, error)
+	Log     *slog.Logger
 }
 
 // NewHandler returns the handler o describes.
 func NewHandler(o HandlerOptions) *Handler {
 	return &Handler{store: o.Store, client: o.Client, people: o.People, answers: o.Answers, launch: o.Launch,
-		workflows: o.Workflows, team: o.Team, log: cmpLog(o.Log)}
+		workflows: o.Workflows, team: o.Team, confirm: o.Confirm, log: cmpLog(o.Log)}
 }
 
 func cmpLog(l *slog.Logger) *slog.Logger {
@@ -446,6 +450,10 @@ func (h *Handler) command(ctx context.Context, payload []byte) (asker, string, [
 	case "", "help":
 		return who, slashHelp, nil, nil
 	case "link":
+		if rest = strings.TrimSpace(rest); rest != "" && h.confirm != nil {
+			text, err := h.confirm(ctx, h.team, who.user, rest)
+			return who, text, nil, err
+		}
 		text, err := h.link(ctx, who)
 		return who, text, nil, err
 	case "status":

@@ -42,12 +42,13 @@ type linkStore interface {
 // which checks the state, learns the account from GitHub and records the
 // link, keyed on the account's numeric id.
 type Linker struct {
-	oauth  *ghbot.OAuth
-	key    []byte
-	public string
-	store  linkStore
-	now    func() time.Time
-	log    *slog.Logger
+	oauth   *ghbot.OAuth
+	key     []byte
+	confirm []byte
+	public  string
+	store   linkStore
+	now     func() time.Time
+	log     *slog.Logger
 }
 
 // LinkerOptions configure a Linker; every field but Clock and Log is
@@ -68,7 +69,9 @@ type LinkerOptions struct {
 func NewLinker(o LinkerOptions) *Linker {
 	mac := hmac.New(sha256.New, o.Key)
 	mac.Write([]byte("iterion slack link state"))
-	l := &Linker{oauth: o.OAuth, key: mac.Sum(nil), public: strings.TrimRight(o.PublicURL, "/"), store: o.Store, now: o.Clock, log: cmpLog(o.Log)}
+	cm := hmac.New(sha256.New, o.Key)
+	cm.Write([]byte("iterion slack link confirmation"))
+	l := &Linker{oauth: o.OAuth, key: mac.Sum(nil), confirm: cm.Sum(nil), public: strings.TrimRight(o.PublicURL, "/"), store: o.Store, now: o.Clock, log: cmpLog(o.Log)}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -96,8 +99,10 @@ func (l *Linker) URL(team, user string) string {
 	return l.oauth.AuthorizeURL(enc+"."+l.sign(enc), l.redirect())
 }
 
-func (l *Linker) sign(s string) string {
-	mac := hmac.New(sha256.New, l.key)
+func (l *Linker) sign(s string) string { return signWith(l.key, s) }
+
+func signWith(key []byte, s string) string {
+	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(s))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
@@ -155,13 +160,75 @@ func (l *Linker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		page(w, http.StatusBadGateway, "Not linked", "iterion could not reach GitHub to finish the sign-in. Type /iterion link in Slack to try again.")
 		return
 	}
-	if err := l.store.SetLink(r.Context(), delivery.Link{Team: st.Team, User: st.User, GitHubID: id, Login: login}); err != nil {
-		l.log.Error("recording an account link failed", "err", err)
-		page(w, http.StatusServiceUnavailable, "Not linked", "iterion could not record the link; type /iterion link in Slack to try again.")
-		return
+	// Not linked yet: whoever signed in may not be the Slack user who asked
+	// for the link (a link passed on to someone else links the asker to
+	// their account). The person types the confirmation in Slack as
+	// themself, so only the one Slack user the link was made for, and only
+	// with the account that signed in, completes it.
+	payload, _ := json.Marshal(linkConfirm{Team: st.Team, User: st.User, GitHubID: id, Login: login, Nonce: st.Nonce, Until: l.now().Add(linkTTL).Unix()})
+	enc := base64.RawURLEncoding.EncodeToString(payload)
+	token := enc + "." + signWith(l.confirm, enc)
+	l.log.Info("a GitHub sign-in for a Slack link waits for its confirmation in Slack", "team", st.Team, "user", st.User, "login", login, "github_id", id)
+	confirmPage(w, login, st.User, "/iterion link "+token)
+}
+
+// linkConfirm is what a sign-in's confirmation says: the Slack user, the
+// GitHub account that signed in, until when, and a single-use nonce.
+type linkConfirm struct {
+	Team     string `json:"t"`
+	User     string `json:"u"`
+	GitHubID int64  `json:"g"`
+	Login    string `json:"l"`
+	Nonce    string `json:"n"`
+	Until    int64  `json:"e"`
+}
+
+// Confirm completes a link: /iterion link <confirmation>, typed by the
+// Slack user team/user. It returns the word to them.
+func (l *Linker) Confirm(ctx context.Context, team, user, token string) (string, error) {
+	enc, sig, ok := strings.Cut(strings.TrimSpace(token), ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(signWith(l.confirm, enc))) {
+		return "that is not a confirmation this iterion server made. Type `/iterion link` for a new link, sign in to GitHub, and paste the command the page shows.", nil
 	}
-	l.log.Info("a Slack user linked their GitHub account", "team", st.Team, "user", st.User, "login", login, "github_id", id)
-	page(w, http.StatusOK, "Linked", fmt.Sprintf("Your Slack account is now linked to GitHub @%s. You can close this page and answer iterion's questions in Slack.", login))
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	var c linkConfirm
+	if err != nil || json.Unmarshal(raw, &c) != nil || c.GitHubID == 0 || c.Nonce == "" {
+		return "that is not a confirmation this iterion server made. Type `/iterion link` for a new link.", nil
+	}
+	if c.Team != team || c.User != user {
+		l.log.Warn("a Slack link's confirmation typed by another Slack user", "team", team, "user", user, "made_for", c.User, "login", c.Login)
+		return "this confirmation was made for another Slack user, so it links nothing: only the person who asked for the link can confirm it. If someone gave it to you, do not use it; type `/iterion link` for your own.", nil
+	}
+	if l.now().Unix() > c.Until {
+		return "this confirmation has expired (it is good for 10 minutes). Type `/iterion link` for a new link.", nil
+	}
+	fresh, err := l.store.UseNonce(ctx, "confirm/"+c.Nonce, time.Unix(c.Until, 0).Add(time.Minute))
+	if err != nil {
+		return "", err
+	}
+	if !fresh {
+		return "this confirmation was used already. Type `/iterion link` for a new link.", nil
+	}
+	if err := l.store.SetLink(ctx, delivery.Link{Team: c.Team, User: c.User, GitHubID: c.GitHubID, Login: c.Login}); err != nil {
+		return "", err
+	}
+	l.log.Info("a Slack user linked their GitHub account", "team", c.Team, "user", c.User, "login", c.Login, "github_id", c.GitHubID)
+	return fmt.Sprintf("your Slack account is now linked to GitHub @%s: iterion checks what you may answer as that account.", escape(c.Login)), nil
+}
+
+// confirmPage tells the person who signed in to finish in Slack, as
+// themself.
+func confirmPage(w http.ResponseWriter, login, slackUser, command string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>iterion: one step left</title></head>\n<body><h1>One step left</h1>"+
+		"<p>You signed in to GitHub as @%s. To link Slack user %s to this account, type this in Slack yourself (in any channel with iterion):</p>\n"+
+		"<pre>%s</pre>\n<p>It works for 10 minutes, once, and only for that Slack user. Never give it to anyone: whoever uses it answers iterion's questions as you. If you did not ask for this link in Slack yourself, close this page.</p></body></html>\n",
+		html.EscapeString(login), html.EscapeString(slackUser), html.EscapeString(command))
 }
 
 // page answers the browser with a small page, and nothing it could run.

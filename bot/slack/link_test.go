@@ -2,6 +2,7 @@ package slack_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,11 +65,30 @@ func TestLinkByGitHubSignIn(t *testing.T) {
 	if code, body := back(gh.SignIn("ana", 42, redirect), state+"x"); code != http.StatusBadRequest || !strings.Contains(body, "not made by this iterion server") {
 		t.Errorf("a forged state = %d %s", code, body)
 	}
-	if code, body := back(gh.SignIn("ana", 42, redirect), state); code != http.StatusOK || !strings.Contains(body, "linked to GitHub @ana") {
+	code, body := back(gh.SignIn("ana", 42, redirect), state)
+	confirm := regexp.MustCompile(`<pre>/iterion link ([A-Za-z0-9_.-]+)</pre>`).FindStringSubmatch(body)
+	if code != http.StatusOK || confirm == nil || !strings.Contains(body, "signed in to GitHub as @ana") {
 		t.Fatalf("the callback = %d %s", code, body)
 	}
 	if code, body := back(gh.SignIn("ana", 42, redirect), state); code != http.StatusBadRequest || !strings.Contains(body, "used already") {
 		t.Errorf("the same link again = %d %s", code, body)
+	}
+	// Signed in, not linked yet: the link could have been passed on. The
+	// confirmation works only for U5, once, and not forged.
+	w.interact(w.fake.Click("U5", q, slack.ActionOption+"0", "0"))
+	w.fake.WaitFor(10*time.Second, "U5 told to link again", func() bool {
+		return strings.Count(fmt.Sprint(w.fake.Ephemerals("U5")), "Link your GitHub account") >= 2
+	})
+	w.post("/webhooks/slack/commands", "application/x-www-form-urlencoded", w.fake.Command("U1", fakeslack.Channel, "link "+confirm[1]), nil)
+	w.ephemeral("U1", "made for another Slack user")
+	w.post("/webhooks/slack/commands", "application/x-www-form-urlencoded", w.fake.Command("U5", fakeslack.Channel, "link "+confirm[1]+"x"), nil)
+	w.ephemeral("U5", "not a confirmation this iterion server made")
+	w.post("/webhooks/slack/commands", "application/x-www-form-urlencoded", w.fake.Command("U5", fakeslack.Channel, "link "+confirm[1]), nil)
+	w.ephemeral("U5", "now linked to GitHub @ana")
+	w.post("/webhooks/slack/commands", "application/x-www-form-urlencoded", w.fake.Command("U5", fakeslack.Channel, "link "+confirm[1]), nil)
+	w.ephemeral("U5", "used already")
+	if !w.interaction(run.ID, ix.ID).Pending() {
+		t.Fatal("answered before the link was confirmed")
 	}
 	// Now U5 is ana, and may answer.
 	w.interact(w.fake.Click("U5", q, slack.ActionOption+"0", "0"))

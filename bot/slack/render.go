@@ -125,7 +125,8 @@ func (v *runView) open() []*engine.Interaction {
 func renderCard(v *runView) (string, []slackgo.Block) {
 	run := v.run
 	title, icon := statusLook(run.Status)
-	fallback := fmt.Sprintf("iterion run %s of %s: %s", run.ID, run.Workflow, title)
+	// The notification's text: Slack reads mentions and links in it too.
+	fallback := fmt.Sprintf("iterion run %s of %s: %s", escape(oneLine(run.ID, 100)), escape(oneLine(run.Workflow, 100)), title)
 	blocks := []slackgo.Block{
 		slackgo.NewHeaderBlock(plainText("iterion · "+run.Workflow, maxHeaderText)),
 	}
@@ -271,7 +272,8 @@ func isForm(ix *engine.Interaction) bool {
 func renderQuestion(v *runView, ix *engine.Interaction) (string, []slackgo.Block) {
 	q := v.qid(ix)
 	text := questionText(ix)
-	fallback := fmt.Sprintf("Question %s from run %s: %s", q, v.run.ID, oneLine(text, 150))
+	// The notification's text: Slack reads mentions and links in it too.
+	fallback := fmt.Sprintf("Question %s from run %s: %s", q, escape(oneLine(v.run.ID, 100)), escape(oneLine(text, 150)))
 	shown, cutText := cut(strings.TrimSpace(text), maxQuestionText)
 	var b strings.Builder
 	fmt.Fprintf(&b, "*Question %s* · from %s in run %s\n%s", q, code(ix.NodeID), code(v.run.ID), quoteLines(escape(shown)))

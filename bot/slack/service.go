@@ -158,8 +158,12 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	}
 	s.people = NewPeople(people)
 	s.taker = &taker{team: id.TeamID, botUser: id.UserID, slash: cmp.Or(opts.Command, DefaultCommand), store: db, client: s.client, log: log}
-	s.handler = NewHandler(HandlerOptions{Store: db, Client: s.client, People: s.people, Answers: s.doors,
-		Launch: opts.Launch, Workflows: opts.Workflows, Team: id.TeamID, Log: log})
+	hopts := HandlerOptions{Store: db, Client: s.client, People: s.people, Answers: s.doors,
+		Launch: opts.Launch, Workflows: opts.Workflows, Team: id.TeamID, Log: log}
+	if s.linker != nil {
+		hopts.Confirm = s.linker.Confirm
+	}
+	s.handler = NewHandler(hopts)
 	s.relay = NewRelay(RelayOptions{Store: db, Client: s.client, People: s.people, BotID: id.BotID, Workspace: id.URL, Channel: opts.Channel,
 		GitURL: opts.GitURL, StatusEvery: opts.StatusEvery, Failpoint: opts.Failpoint, Log: log})
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)

@@ -79,7 +79,14 @@ func TestQuestionWithinLimits(t *testing.T) {
 		Questions: map[string]any{engine.QuestionKey: long + " <!channel> <@U1>", engine.OptionsKey: many}}
 	v := &runView{run: &engine.Run{ID: "r", Status: engine.StatusRunning}, numbers: map[string]int{ix.ID: 3}, snap: &engine.Snapshot{},
 		name: func(l, _ string) string { return l }}
-	_, blocks := renderQuestion(v, ix)
+	fallback, blocks := renderQuestion(v, ix)
+	if strings.Contains(fallback, "<!channel>") || strings.Contains(fallback, "<@U1>") {
+		t.Errorf("the notification's text can mention: %q", fallback)
+	}
+	v.run.Workflow = "<!here> <https://evil.example|review>"
+	if card, _ := renderCard(v); strings.Contains(card, "<!here>") || strings.Contains(card, "<https://evil") {
+		t.Errorf("the card's notification text can mention or link: %q", card)
+	}
 	raw, _ := json.Marshal(slackgo.Blocks{BlockSet: blocks})
 	var decoded []struct {
 		Type     string     `json:"type"`

@@ -46,10 +46,6 @@ var unbuilt = []struct {
 	mention func(string) bool
 	markers []string
 }{
-	{"linking Slack accounts by signing in to GitHub", func(p string) bool {
-		l := strings.ToLower(p)
-		return strings.Contains(l, "signing in to github") || strings.Contains(l, "oauth web flow")
-	}, []string{"not there yet"}},
 	{"schedules", func(p string) bool {
 		l := strings.ToLower(p)
 		return strings.Contains(l, "schedules") || strings.Contains(l, "cron")
