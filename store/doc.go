@@ -37,7 +37,17 @@
 //	dlvpend/<received>/<source>/<id>   index of the deliveries still to handle, oldest first
 //	                                   (received in unix ns), with their postponement
 //	prune/<run>                        a run being removed (see Prune)
+//	sched/<schedule>                   a schedule: its definition and its state (cursor, last
+//	                                   fire and run, tracking posts); the name is path-escaped
+//	fires/<schedule>/<tick>            a fire of a tick, recorded before its run starts: a tick
+//	                                   fires once; kept 8 days once started or dropped
+//	firepend/<fired>/<schedule>/<tick> index of the fires still to start (queued behind a run, or
+//	                                   claimed), oldest first (fired in unix ns)
 //	meta/layout                        the layout version (below)
+//
+// The schedules' keys came without a layout version of their own: a store
+// of layout 4 without them has no schedules, and an older build ignores
+// them.
 //
 // A new key that holds a run's id in its path must be added to
 // runPrefixes, and one that names a run only in its value to

@@ -47,6 +47,11 @@ func RunBot(t *testing.T, open func(t *testing.T) BotStore) {
 		{"RunPosts", testRunPosts},
 		{"RunsByRef", testRunsByRef},
 		{"OutboxOrder", testOutboxOrder},
+		{"PutSchedules", testPutSchedules},
+		{"ClaimFire", testClaimFire},
+		{"ClaimFireConcurrent", testClaimFireConcurrent},
+		{"FireLifecycle", testFireLifecycle},
+		{"SchedulePosts", testSchedulePosts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
