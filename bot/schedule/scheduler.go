@@ -100,7 +100,7 @@ type Clock interface {
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                   { return time.Now() }
+func (realClock) Now() time.Time                  { return time.Now() }
 func (realClock) At(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
 
 // Definition is a schedule as its source declares it.
