@@ -96,6 +96,33 @@ func Parse(spec, zone string) (*Spec, error) {
 	return s, nil
 }
 
+// MinGap is the shortest time between two of the spec's ticks, read on
+// its wall clock over its first hundred ticks from 2001: a spec firing
+// every minute in one hour of one day is seen as firing every minute
+// (its ticks come together within the first hundred).
+func (s *Spec) MinGap() time.Duration {
+	if s.wall == nil {
+		return s.every
+	}
+	gap := time.Duration(-1)
+	from := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	prev := s.wall.Next(from)
+	for range 100 {
+		next := s.wall.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if d := next.Sub(prev); gap < 0 || d < gap {
+			gap = d
+		}
+		prev = next
+	}
+	if gap < 0 {
+		return 365 * 24 * time.Hour // fires once
+	}
+	return gap
+}
+
 // String is the spec as written.
 func (s *Spec) String() string { return s.text }
 
