@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -69,7 +69,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -100,6 +100,22 @@ func TestServeConfigErrors(t *testing.T) {
 			"serve.yml:1:1: a key must be a plain word, not a list"},
 		{"two documents", "addr: :1\n---\nstore: s\n",
 			"serve.yml:2: a second YAML document starts here: keep the whole configuration in one"},
+		{"schedules not a list", "schedules: nightly\n",
+			"serve.yml:1:12: schedules: write a list of mappings with the keys name, cron, timezone, workflow, vars, overlap, grace, report, not a single value"},
+		{"a schedule without its workflow", "schedules:\n  - name: n\n    cron: \"@daily\"\n",
+			"serve.yml:2:5: schedules[0] needs workflow (every schedule has a name, a cron spec and a workflow file)"},
+		{"a schedule's mistakes", "schedules:\n  - name: a b\n    cron: \"@nightly\"\n    timezone: Mars/Olympus\n    workflow: x.yaml\n    overlap: cancel\n    grace: 30s\n    report: {slak: x}\n    vars: [a]\n",
+			`serve.yml:2:11: schedules[0].name "a b": use letters, digits, - and _ (at most 64)` + "\n" +
+				`serve.yml:3:11: schedules[0].cron "@nightly": @nightly is not a descriptor: write @daily (midnight) or five fields like "0 3 * * *"` + "\n" +
+				`serve.yml:4:15: schedules[0].timezone "Mars/Olympus": unknown time zone "Mars/Olympus": write an IANA name like Europe/Berlin or America/New_York` + "\n" +
+				`serve.yml:5:15: schedules[0].workflow "x.yaml": write the path of a .bot file, relative to this file's directory` + "\n" +
+				`serve.yml:6:14: schedules[0].overlap "cancel": use skip (the default: a tick while the last run goes on is skipped) or queue (it waits for that run)` + "\n" +
+				`serve.yml:7:12: schedules[0].grace "30s": write a duration from 1m to 168h, like 1h` + "\n" +
+				`serve.yml:8:14: unknown key "slak" in schedules[0].report: did you mean "slack"? (the keys in schedules[0].report are slack)` + "\n" +
+				`serve.yml:9:11: schedules[0].vars: write a mapping of names to values, like {branch: main}, not a list`},
+		{"a schedule twice, and two zones", "schedules:\n  - {name: n, cron: \"@daily\", workflow: a.bot}\n  - {name: n, cron: \"CRON_TZ=UTC @daily\", timezone: UTC, workflow: a.bot}\n",
+			`serve.yml:3:12: schedules[1]: schedule "n" is declared twice (also at line 2): give each its own name` + "\n" +
+				`serve.yml:3:21: schedules[1].cron "CRON_TZ=UTC @daily": the cron spec names a zone (CRON_TZ=) and so does timezone: keep one`},
 		{"every mistake, in order", "log:\n  level: loud\n  format: xml\nshutdown_grace: soon\nwrokers: 2\n",
 			`serve.yml:2:10: log.level "loud": use debug, info, warn or error` + "\n" +
 				`serve.yml:3:11: log.format "xml": use text or json` + "\n" +
@@ -197,6 +213,16 @@ webhooks:
   bodies: 256
   body_timeout: 5s
 api: {}
+schedules:
+  - name: docs
+    cron: "0 3 * * 1-5"
+    timezone: Europe/Berlin
+    workflow: workflows/docs.bot   # relative to this file
+    vars: {branch: main}
+    overlap: queue
+    grace: 2h
+    report:
+      slack: "#docs"
 `
 	for _, tc := range []struct {
 		name, in string
@@ -217,6 +243,8 @@ api: {}
 				Mounts: []string{"/srv/gomod:/home/iterion/go/pkg/mod:rw"},
 				Limits: sandboxLimits{MemoryMB: 1024, Processes: 100, OpenFiles: 256, CPUTime: 10 * time.Minute}},
 			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},
+			Schedules: []serverSchedule{{Name: "docs", Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Workflow: filepath.Join(dir, "workflows", "docs.bot"),
+				Vars: map[string]string{"branch": "main"}, Overlap: "queue", Grace: 2 * time.Hour, Report: serverReport{Slack: "#docs"}}},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
@@ -494,6 +522,7 @@ func FuzzServeConfig(f *testing.F) {
 		"shutdown_grace: 1m\n", "a: &x {b: *x}\n", "log: &l {level: *l}\n", "<<: {addr: :1}\n",
 		"- 1\n", "addr: [1, {2: 3}]\n", "x: 1\n---\ny: 2\n", "github:\n  webhook_secret: s\n", "? [a]\n: b\n",
 		"log: !!map {level: info}\n", "addr: !!binary aGVsbG8=\n", "shutdown_grace: !!int 5\n",
+		"schedules:\n  - {name: n, cron: \"@daily\", workflow: a.bot, vars: {a: b}}\n", "schedules: [{vars: {a: [1]}}, 3]\n",
 	} {
 		f.Add([]byte(seed))
 	}
