@@ -1,8 +1,11 @@
 // Package fakegithub is a fake of the GitHub REST API for tests, served
-// by httptest on the real paths the bot uses: installation tokens,
-// contents, collaborator permissions, pull requests, issue comments and
-// their reactions, check runs, and repositories over git's smart HTTP
-// (the real git http-backend). It keeps state like GitHub does, records
+// by httptest on the real paths the bot uses: the App's installations and
+// their repositories, installation tokens, contents, branches,
+// collaborator permissions, issues, pull requests (read, listed,
+// created), issue comments and their reactions, check runs, and
+// repositories over git's smart HTTP (the real git http-backend, fetches
+// and pushes). It keeps state like GitHub does, answers GitHub's
+// documented errors (a missing permission, a validation failure), records
 // every call, and fails the test on any call it does not serve.
 package fakegithub
 
@@ -38,6 +41,18 @@ const BotLogin = "iterion[bot]"
 // AppID is the id of the App the fake serves (GET /app), which owns the
 // check runs the bot creates.
 const AppID = 123
+
+// InstallationID is the one installation of the App the fake serves,
+// holding its one repository.
+const InstallationID = 42
+
+// Issue is an issue that is not a pull request.
+type Issue struct {
+	Title, Body string
+	State       string // "open" (default) or "closed"
+	// User opened it; the App's issues are BotLogin's.
+	User string
+}
 
 // PR is a pull request.
 type PR struct {
@@ -111,6 +126,9 @@ type Server struct {
 	Perms map[string]string
 	// PRs are the pull requests by number.
 	PRs map[int]*PR
+	// Issues are the issues that are not pull requests, by number (PRs
+	// and issues share the numbers, as on GitHub).
+	Issues map[int]*Issue
 	// Clock gives the time of the comments the fake writes (the bot's,
 	// and people's added "now"), which the bot reads back when it lists
 	// comments since a time. A test that pins the bot's clock to a date
@@ -129,14 +147,17 @@ type Server struct {
 	calls        []Call
 	changed      chan struct{}
 	gitRoot      string
+	// perms are the installation's permissions (contents, pull_requests,
+	// issues): write unless SetPermission says otherwise.
+	perms map[string]string
 }
 
 // New starts a fake serving owner/repo on branch main.
 func New(t testing.TB, owner, repo string) *Server {
 	s := &Server{
 		t: t, Owner: owner, Repo: repo, DefaultBranch: "main",
-		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{},
-		nextID: 1000, changed: make(chan struct{}), remaining: rateLimit,
+		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{}, Issues: map[int]*Issue{},
+		nextID: 1000, changed: make(chan struct{}), remaining: rateLimit, perms: map[string]string{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -166,6 +187,9 @@ func (s *Server) Commit(files map[string]string) string {
 		s.run(root, "init", "-q", "-b", s.DefaultBranch, work)
 		s.run(root, "init", "-q", "--bare", bare)
 		s.run(bare, "config", "uploadpack.allowAnySHA1InWant", "true")
+		// git http-backend takes pushes from authenticated users only; the
+		// fake checks the token itself.
+		s.run(bare, "config", "http.receivepack", "true")
 	}
 	for name, text := range files {
 		path := filepath.Join(work, filepath.FromSlash(name))
@@ -180,6 +204,91 @@ func (s *Server) Commit(files map[string]string) string {
 	s.run(work, "commit", "-q", "--allow-empty", "-m", "change")
 	s.run(work, "push", "-q", bare, "HEAD:refs/heads/"+s.DefaultBranch)
 	return s.run(work, "rev-parse", "HEAD")
+}
+
+// Branch returns the commit branch is at in the repository served over
+// git, "" when there is no such branch.
+func (s *Server) Branch(branch string) string {
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	if root == "" {
+		return ""
+	}
+	out, err := s.git2(filepath.Join(root, s.Owner, s.Repo+".git"), "rev-parse", "--verify", "-q", "refs/heads/"+branch)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// Git runs git in the repository served over git (a bare repository) and
+// returns its output: a test reads a pushed commit with it.
+func (s *Server) Git(args ...string) string {
+	s.t.Helper()
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	return s.run(filepath.Join(root, s.Owner, s.Repo+".git"), args...)
+}
+
+// git2 runs git in dir, returning the error instead of failing the test.
+func (s *Server) git2(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// SetPermission sets the installation's permission name (contents,
+// pull_requests, issues) to level (write, read or none); GitHub then
+// refuses what it does not allow with 403 "Resource not accessible by
+// integration", and git pushes without contents: write.
+func (s *Server) SetPermission(name, level string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perms[name] = level
+}
+
+func (s *Server) mayWrite(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	level, ok := s.perms[name]
+	return !ok || level == "write"
+}
+
+// Pulls returns the pull requests, by number.
+func (s *Server) Pulls() map[int]PR {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]PR{}
+	for n, pr := range s.PRs {
+		out[n] = *pr
+	}
+	return out
+}
+
+// IssueList returns the issues that are not pull requests, by number.
+func (s *Server) IssueList() map[int]Issue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]Issue{}
+	for n, is := range s.Issues {
+		out[n] = *is
+	}
+	return out
+}
+
+// nextNumberLocked is the number of a new issue or pull request.
+func (s *Server) nextNumberLocked() int {
+	n := 0
+	for k := range s.PRs {
+		n = max(n, k)
+	}
+	for k := range s.Issues {
+		n = max(n, k)
+	}
+	return n + 1
 }
 
 func (s *Server) run(dir string, args ...string) string {
@@ -421,6 +530,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(rec, http.StatusOK, map[string]any{"id": AppID, "slug": strings.TrimSuffix(BotLogin, "[bot]"), "name": "iterion"})
 		return
 	}
+	if r.URL.Path == "/app/installations" && r.Method == http.MethodGet {
+		// Asked as the App (a JWT).
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || inst == KeyRejected {
+			writeError(rec, http.StatusUnauthorized, "A JSON web token could not be decoded", "rest/apps/apps#list-installations-for-the-authenticated-app")
+			return
+		}
+		list := []map[string]any{}
+		if inst != Uninstalled {
+			list = append(list, map[string]any{"id": InstallationID, "app_id": AppID, "account": map[string]any{"login": s.Owner}})
+		}
+		writeJSON(rec, http.StatusOK, s.page(rec, r, list))
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/app/installations/") && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens") {
 		switch inst {
 		case Suspended:
@@ -436,6 +558,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if a := r.Header.Get("Authorization"); (a != "token "+Token && a != "Bearer "+Token) || inst == Suspended || inst == Uninstalled {
 		writeError(rec, http.StatusUnauthorized, "Bad credentials", "rest")
+		return
+	}
+	if r.URL.Path == "/installation/repositories" && r.Method == http.MethodGet {
+		repos := []map[string]any{{"name": s.Repo, "full_name": s.Owner + "/" + s.Repo,
+			"owner": map[string]any{"login": s.Owner}, "default_branch": s.DefaultBranch}}
+		writeJSON(rec, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": s.page(rec, r, repos)})
 		return
 	}
 	prefix := "/repos/" + s.Owner + "/" + s.Repo + "/"
@@ -465,6 +593,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(rec, http.StatusOK, map[string]any{"permission": perm, "user": map[string]any{"login": parts[1]}})
 	case len(parts) == 2 && parts[0] == "pulls" && r.Method == http.MethodGet:
 		s.pull(rec, atoi(parts[1]))
+	case len(parts) == 1 && parts[0] == "pulls" && r.Method == http.MethodGet:
+		s.listPulls(rec, r)
+	case len(parts) == 1 && parts[0] == "pulls" && r.Method == http.MethodPost:
+		s.createPull(rec, r)
+	case len(parts) >= 2 && parts[0] == "branches" && r.Method == http.MethodGet:
+		s.branch(rec, strings.Join(parts[1:], "/"))
+	case len(parts) == 1 && parts[0] == "issues" && r.Method == http.MethodGet:
+		s.listIssues(rec, r)
+	case len(parts) == 1 && parts[0] == "issues" && r.Method == http.MethodPost:
+		s.createIssue(rec, r)
+	case len(parts) == 2 && parts[0] == "issues" && r.Method == http.MethodGet:
+		s.issue(rec, atoi(parts[1]))
+	case len(parts) == 2 && parts[0] == "issues" && r.Method == http.MethodPatch:
+		s.editIssue(rec, r, atoi(parts[1]))
 	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodGet:
 		s.listComments(rec, r, atoi(parts[1]))
 	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodPost:
@@ -535,17 +677,9 @@ func (s *Server) pull(w http.ResponseWriter, n int) {
 		writeError(w, http.StatusNotFound, "Not Found", "rest")
 		return
 	}
-	full := s.Owner + "/" + s.Repo
-	var headRepo any = map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}
-	if pr.HeadRepoDeleted {
-		headRepo = nil
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
-		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
-		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": headRepo},
-		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.pullJSON(n, pr))
 }
 
 func (s *Server) commentJSON(c *Comment) map[string]any {
@@ -618,8 +752,10 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.PRs[pr]; !ok {
-		writeError(w, http.StatusNotFound, "Not Found", "rest")
-		return
+		if _, ok := s.Issues[pr]; !ok {
+			writeError(w, http.StatusNotFound, "Not Found", "rest")
+			return
+		}
 	}
 	s.nextID++
 	c := &Comment{ID: s.nextID, PR: pr, User: BotLogin, Bot: true, Body: in.Body, CreatedAt: s.now().UTC()}
@@ -817,6 +953,12 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
+	push := strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack"
+	if push && !s.mayWrite("contents") {
+		// What GitHub answers a push without Contents: write.
+		http.Error(w, fmt.Sprintf("Permission to %s/%s.git denied to %s.", s.Owner, s.Repo, BotLogin), http.StatusForbidden)
+		return
+	}
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -827,4 +969,255 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request) {
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
 	http.StripPrefix("/git", backend).ServeHTTP(w, r)
+}
+
+// notAccessible is GitHub's answer to a call the installation's
+// permissions do not allow.
+func notAccessible(w http.ResponseWriter, doc string) {
+	writeError(w, http.StatusForbidden, "Resource not accessible by integration", doc)
+}
+
+// validationFailed is GitHub's 422 with one error of a field.
+func validationFailed(w http.ResponseWriter, resource, field, code, message, doc string) {
+	e := map[string]any{"resource": resource, "field": field, "code": code}
+	if message != "" {
+		e["message"] = message
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []any{e},
+		"documentation_url": "https://docs.github.com/" + doc})
+}
+
+func (s *Server) branch(w http.ResponseWriter, name string) {
+	sha := s.Branch(name)
+	if sha == "" {
+		writeError(w, http.StatusNotFound, "Branch not found", "rest/branches/branches#get-a-branch")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "commit": map[string]any{"sha": sha}, "protected": false})
+}
+
+func (s *Server) issueJSON(n int, is *Issue) map[string]any {
+	typ := "User"
+	if is.User == BotLogin {
+		typ = "Bot"
+	}
+	return map[string]any{"number": n, "title": is.Title, "body": is.Body, "state": cmp.Or(is.State, "open"),
+		"user":     map[string]any{"login": is.User, "type": typ},
+		"html_url": fmt.Sprintf("%s/%s/%s/issues/%d", s.srv.URL, s.Owner, s.Repo, n)}
+}
+
+func (s *Server) prIssueJSON(n int, pr *PR) map[string]any {
+	return map[string]any{"number": n, "title": pr.Title, "body": pr.Body, "state": cmp.Or(pr.State, "open"),
+		"user":         map[string]any{"login": "someone", "type": "User"},
+		"pull_request": map[string]any{"url": fmt.Sprintf("%s/repos/%s/%s/pulls/%d", s.srv.URL, s.Owner, s.Repo, n)},
+		"html_url":     fmt.Sprintf("%s/%s/%s/pull/%d", s.srv.URL, s.Owner, s.Repo, n)}
+}
+
+// issue answers an issue by number; a pull request is an issue too, as
+// GitHub has it.
+func (s *Server) issue(w http.ResponseWriter, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if is, ok := s.Issues[n]; ok {
+		writeJSON(w, http.StatusOK, s.issueJSON(n, is))
+		return
+	}
+	if pr, ok := s.PRs[n]; ok {
+		writeJSON(w, http.StatusOK, s.prIssueJSON(n, pr))
+		return
+	}
+	writeError(w, http.StatusNotFound, "Not Found", "rest/issues/issues#get-an-issue")
+}
+
+// listIssues lists issues and pull requests as GitHub does, by number
+// descending (created, newest first), filtered by state (default open)
+// and creator.
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := cmp.Or(q.Get("state"), "open")
+	if state != "open" && state != "closed" && state != "all" {
+		validationFailed(w, "Issue", "state", "invalid", "", "rest/issues/issues#list-repository-issues")
+		return
+	}
+	creator := q.Get("creator")
+	s.mu.Lock()
+	var nums []int
+	for n := range s.Issues {
+		nums = append(nums, n)
+	}
+	for n := range s.PRs {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	var list []map[string]any
+	for _, n := range slices.Backward(nums) {
+		var item map[string]any
+		if is, ok := s.Issues[n]; ok {
+			item = s.issueJSON(n, is)
+		} else {
+			item = s.prIssueJSON(n, s.PRs[n])
+		}
+		if (state != "all" && item["state"] != state) || (creator != "" && item["user"].(map[string]any)["login"] != creator) {
+			continue
+		}
+		list = append(list, item)
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.page(w, r, list))
+}
+
+func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) {
+	const doc = "rest/issues/issues#create-an-issue"
+	var in struct{ Title, Body string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("issues") {
+		notAccessible(w, doc)
+		return
+	}
+	if strings.TrimSpace(in.Title) == "" {
+		validationFailed(w, "Issue", "title", "missing_field", "", doc)
+		return
+	}
+	if len(in.Body) > 65536 {
+		validationFailed(w, "Issue", "body", "custom", "body is too long (maximum is 65536 characters)", doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nextNumberLocked()
+	is := &Issue{Title: in.Title, Body: in.Body, User: BotLogin}
+	s.Issues[n] = is
+	s.changedLocked()
+	writeJSON(w, http.StatusCreated, s.issueJSON(n, is))
+}
+
+func (s *Server) editIssue(w http.ResponseWriter, r *http.Request, n int) {
+	const doc = "rest/issues/issues#update-an-issue"
+	var in struct {
+		Title, Body, State *string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("issues") {
+		notAccessible(w, doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, ok := s.Issues[n]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", doc)
+		return
+	}
+	if in.State != nil && *in.State != "open" && *in.State != "closed" {
+		validationFailed(w, "Issue", "state", "invalid", "", doc)
+		return
+	}
+	if in.Title != nil {
+		is.Title = *in.Title
+	}
+	if in.Body != nil {
+		is.Body = *in.Body
+	}
+	if in.State != nil {
+		is.State = *in.State
+	}
+	s.changedLocked()
+	writeJSON(w, http.StatusOK, s.issueJSON(n, is))
+}
+
+func (s *Server) pullJSON(n int, pr *PR) map[string]any {
+	full := s.Owner + "/" + s.Repo
+	var headRepo any = map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}
+	if pr.HeadRepoDeleted {
+		headRepo = nil
+	}
+	return map[string]any{
+		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
+		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
+		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": headRepo},
+		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
+	}
+}
+
+// listPulls lists pull requests by state (default open), head
+// ("owner:branch") and base, newest first.
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := cmp.Or(q.Get("state"), "open")
+	head, base := q.Get("head"), q.Get("base")
+	s.mu.Lock()
+	var nums []int
+	for n := range s.PRs {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	var list []map[string]any
+	for _, n := range slices.Backward(nums) {
+		pr := s.PRs[n]
+		if (state != "all" && cmp.Or(pr.State, "open") != state) || (head != "" && s.Owner+":"+pr.HeadRef != head) ||
+			(base != "" && cmp.Or(pr.BaseRef, s.DefaultBranch) != base) {
+			continue
+		}
+		list = append(list, s.pullJSON(n, pr))
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.page(w, r, list))
+}
+
+// createPull opens a pull request of a branch of the repository onto
+// another, with GitHub's checks: both branches exist, the head has
+// commits the base lacks, and no open pull request has the same head and
+// base.
+func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
+	const doc = "rest/pulls/pulls#create-a-pull-request"
+	var in struct {
+		Title, Head, Base, Body string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("pull_requests") {
+		notAccessible(w, doc)
+		return
+	}
+	head := strings.TrimPrefix(in.Head, s.Owner+":")
+	headSHA, baseSHA := s.Branch(head), s.Branch(in.Base)
+	switch {
+	case strings.TrimSpace(in.Title) == "":
+		validationFailed(w, "PullRequest", "title", "missing_field", "", doc)
+		return
+	case headSHA == "":
+		validationFailed(w, "PullRequest", "head", "invalid", "", doc)
+		return
+	case baseSHA == "":
+		validationFailed(w, "PullRequest", "base", "invalid", "", doc)
+		return
+	}
+	s.mu.Lock()
+	bare := filepath.Join(s.gitRoot, s.Owner, s.Repo+".git")
+	s.mu.Unlock()
+	if _, err := s.git2(bare, "merge-base", "--is-ancestor", headSHA, baseSHA); err == nil {
+		validationFailed(w, "PullRequest", "", "custom", fmt.Sprintf("No commits between %s and %s", in.Base, head), doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pr := range s.PRs {
+		if cmp.Or(pr.State, "open") == "open" && pr.HeadRef == head && cmp.Or(pr.BaseRef, s.DefaultBranch) == in.Base {
+			validationFailed(w, "PullRequest", "", "custom", fmt.Sprintf("A pull request already exists for %s:%s.", s.Owner, head), doc)
+			return
+		}
+	}
+	n := s.nextNumberLocked()
+	pr := &PR{HeadSHA: headSHA, HeadRef: head, BaseRef: in.Base, Title: in.Title, Body: in.Body}
+	s.PRs[n] = pr
+	s.changedLocked()
+	writeJSON(w, http.StatusCreated, s.pullJSON(n, pr))
 }
