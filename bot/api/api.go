@@ -15,6 +15,12 @@
 //	                                                 → {run_id, interaction_id, queued, resumed}
 //	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
 //	POST /api/runs                                   {file_path, vars?, run_id?, preset?} → {run_id, status}
+//	GET  /api/schedules                              {schedules: [schedule.Status…]}
+//	POST /api/schedules/{name}/run                   → {schedule, run_id}: fires it now
+//
+// A schedule's name holds slashes ("github/acme/app/nightly"): escape
+// them in the path (%2F). A name that is no schedule's is looked for as
+// the end of one ("nightly"), when only one ends so.
 //
 // Events are long-polled with wait (a Go duration, such as 30s; at most
 // MaxWait, more is cut to it): when the run has no event after "after",
@@ -56,6 +62,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -81,6 +88,8 @@ type Server struct {
 	launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 	redact *engine.Redactor
 	waits  waits
+
+	schedules Schedules
 }
 
 // waits are the events requests waiting for a change, ended by Close.
@@ -139,7 +148,26 @@ type Options struct {
 	// Redactor scrubs the server's secrets from every answer's body (run
 	// records, events, questions, errors). nil means nothing is scrubbed.
 	Redactor *engine.Redactor
+	// Schedules lists and fires the server's schedules for
+	// /api/schedules. nil means the routes are absent.
+	Schedules Schedules
 }
+
+// Schedules are the server's schedules, as the API shows and fires them.
+type Schedules interface {
+	// List returns every schedule with its last and next fires.
+	List(ctx context.Context) ([]schedule.Status, error)
+	// Fire fires schedule name now and returns the run it started.
+	Fire(ctx context.Context, name string) (runID string, err error)
+}
+
+// FireError is a fire refused because of what the caller asked (an
+// unknown or ambiguous schedule) or because its run could not start;
+// the message says which, and what to do.
+type FireError struct{ Err error }
+
+func (e *FireError) Error() string { return e.Err.Error() }
+func (e *FireError) Unwrap() error { return e.Err }
 
 // LaunchRequest is the body of POST /api/runs.
 type LaunchRequest struct {
@@ -157,7 +185,7 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor}
+	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor, schedules: opts.Schedules}
 }
 
 // Handler returns the API's routes. They answer only requests with a
@@ -173,6 +201,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
 	if s.launch != nil {
 		mux.HandleFunc("POST /api/runs", s.launchRun)
+	}
+	if s.schedules != nil {
+		mux.HandleFunc("GET /api/schedules", s.listSchedules)
+		mux.HandleFunc("POST /api/schedules/{name}/run", s.fireSchedule)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := CallerFrom(r.Context()); !ok {
@@ -352,6 +384,43 @@ func (s *Server) launchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"run_id": run.ID, "status": run.Status})
+}
+
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
+	list, err := s.schedules.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []schedule.Status{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": list})
+}
+
+func (s *Server) fireSchedule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	list, err := s.schedules.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	full, err := schedule.Find(list, name)
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error(), Code: "not_found"})
+		return
+	}
+	id, err := s.schedules.Fire(r.Context(), full)
+	var refused *FireError
+	if errors.As(err, &refused) {
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Code: "fire_refused"})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"schedule": full, "run_id": id})
 }
 
 // BadRequestError is a launch refused because of what the caller sent.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -153,6 +154,33 @@ func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	}
 	err := c.do(ctx, http.MethodPost, "/api/runs/"+url.PathEscape(id)+"/cancel", struct{}{}, &out)
 	return out.Cancelled, err
+}
+
+// Schedules lists the owner's schedules.
+func (c *Client) Schedules(ctx context.Context) ([]schedule.Status, error) {
+	var out struct {
+		Schedules []schedule.Status `json:"schedules"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/schedules", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Schedules, nil
+}
+
+// FireSchedule fires a schedule now and returns its full name and the run
+// it started. It waits as long as the start takes (a checkout), bounded
+// by ctx.
+func (c *Client) FireSchedule(ctx context.Context, name string) (full, runID string, err error) {
+	var out struct {
+		Schedule string `json:"schedule"`
+		RunID    string `json:"run_id"`
+	}
+	slow := *c
+	hc := *c.http
+	hc.Timeout = 0
+	slow.http = &hc
+	err = slow.do(ctx, http.MethodPost, "/api/schedules/"+url.PathEscape(name)+"/run", struct{}{}, &out)
+	return out.Schedule, out.RunID, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {

@@ -134,7 +134,7 @@ func (a *answerCommand) answer(ctx context.Context, t Trigger, id, text string) 
 		return outcome{}, err
 	}
 	if ix == nil || ix.Kind == engine.KindAwait {
-		return say("no question `%s` on this pull request; `/iterion status` lists the open ones.", inert(id)), nil
+		return say("no question `%s` on %s; `/iterion status` lists the open ones.", inert(id), t.here()), nil
 	}
 	text = strings.TrimSpace(text)
 	if labels := options(ix); len(labels) > 0 {

@@ -57,6 +57,11 @@ type Launch struct {
 	// delivery handled again after a crash names the same key, and the
 	// launcher starts no second run for it.
 	Key string
+	// Schedule and Tick name the schedule and tick of a scheduled run,
+	// Issue its tracking issue (0: none), Slack its Slack channel.
+	Schedule, Tick string
+	Issue          int
+	Slack          string
 }
 
 // Actions are what the handler's commands do to runs.
@@ -101,6 +106,9 @@ type HandlerOptions struct {
 	Queue LaunchQueue
 	// Installations, when set, learns of installation events (App.Installations).
 	Installations *Installations
+	// OnPush, when set, is told of every branch push (the Service reads
+	// a default branch's schedules again).
+	OnPush func(ctx context.Context, t Trigger) error
 	// Log receives the handler's logs; nil means none.
 	Log *slog.Logger
 }
@@ -116,6 +124,7 @@ type Handler struct {
 	runs          RunIndex
 	replies       poster
 	installations *Installations
+	onPush        func(ctx context.Context, t Trigger) error
 	log           *slog.Logger
 
 	commands map[string]command
@@ -126,7 +135,7 @@ type Handler struct {
 // NewHandler returns the handler of one App's deliveries.
 func NewHandler(o HandlerOptions) *Handler {
 	h := &Handler{client: o.Client, perms: o.Perms, runs: o.Runs, replies: o.Replies,
-		installations: o.Installations, log: cmpLog(o.Log)}
+		installations: o.Installations, onPush: o.OnPush, log: cmpLog(o.Log)}
 	h.queue = &prQueue{runs: o.Runs, queue: o.Queue, actions: o.Actions, replies: o.Replies, pulls: h.pull, log: h.log}
 	h.answers = &answerCommand{perms: o.Perms, questions: o.Runs, answers: o.Actions}
 	h.commands = map[string]command{
@@ -183,8 +192,11 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		return nil
 	}
 	if t.Kind == TriggerPush {
-		// .iterion.yml has no push triggers; schedules cover the branches.
-		h.log.Debug("push not configured to start runs", "delivery", d.ID, "repo", t.Owner+"/"+t.Repo)
+		// .iterion.yml has no push triggers: a push to the default branch
+		// only refreshes the repository's schedules.
+		if h.onPush != nil {
+			return h.onPush(ctx, t)
+		}
 		return nil
 	}
 	return h.act(ctx, d.ID, t)

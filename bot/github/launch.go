@@ -130,7 +130,8 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 	}
 	_, err = ln.o.Start(ctx, engine.StartRequest{
 		Workflow: w, RunID: id, Vars: vars,
-		Trigger:  Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}.Trigger(l.Actor),
+		Trigger: Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref,
+			Schedule: l.Schedule, Tick: l.Tick, Issue: l.Issue, Slack: l.Slack}.Trigger(l.Actor),
 		Channels: []string{"github"},
 		WorkDir:  dir,
 		File:     file,

@@ -130,7 +130,7 @@ func (r *Relay) SyncTouched(ctx context.Context) {
 	slices.Sort(due)
 	for _, id := range due {
 		run, err := r.store.Run(ctx, id)
-		if err != nil || !onPR(run) {
+		if err != nil || !onThread(run) {
 			continue
 		}
 		if err := r.syncNow(ctx, id); err != nil && ctx.Err() == nil {
@@ -152,9 +152,11 @@ func (r *Relay) syncNow(ctx context.Context, runID string) error {
 	return err
 }
 
-func onPR(run *engine.Run) bool {
+// onThread reports whether run is shown on a pull request or a tracking
+// issue.
+func onThread(run *engine.Run) bool {
 	o, ok := OriginOf(run)
-	return ok && strings.Contains(o.Repo, "/") && o.PR != 0 && o.Installation != 0
+	return ok && strings.Contains(o.Repo, "/") && o.Thread() != 0 && o.Installation != 0
 }
 
 // Release makes the postponed outbox rows of installation's runs due now
@@ -214,10 +216,11 @@ func (r *Relay) Drain(ctx context.Context) {
 	core.Drain(ctx)
 }
 
-// perform does row's side of GitHub for the run's pull request: the
-// question's comment for a question or a blocking pause, then a sync of
-// the status comment, the question comments and the check run. Rows of
-// runs not started from a PR are done.
+// perform does row's side of GitHub for the run's pull request (or its
+// schedule's tracking issue): the question's comment for a question or a
+// blocking pause, then a sync of the status comment, the question
+// comments and the check run. Rows of runs shown on neither are done,
+// but for the end of a scheduled run (OnEnded).
 func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	run, err := r.store.Run(ctx, row.RunID)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -226,7 +229,11 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	if err != nil {
 		return err
 	}
-	if !onPR(run) {
+	ended := row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed
+	if !onThread(run) {
+		if o, ok := OriginOf(run); ok && o.Schedule != "" && ended && r.onEnded != nil {
+			return r.onEnded(ctx, run) // a schedule reporting on Slack alone
+		}
 		return nil
 	}
 	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionPosted || row.Kind == engine.OutboxRunPaused) {
@@ -246,7 +253,7 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	if err := r.syncNow(ctx, run.ID); err != nil {
 		return err
 	}
-	if r.onEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
+	if r.onEnded != nil && ended {
 		return r.onEnded(ctx, run)
 	}
 	return nil
@@ -260,7 +267,7 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		return fmt.Errorf("run %s was not started from GitHub", run.ID)
 	}
 	owner, repo := t.split()
-	scope := PRScope(t.Repo, t.PR)
+	scope := PRScope(t.Repo, t.Thread())
 	if _, err := r.store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
 		return err
 	}
@@ -269,7 +276,7 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		return err
 	}
 	body := renderQuestion(v, ix)
-	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, questionKey(ix.ID), body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.Thread(), questionKey(ix.ID), body)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 		r.log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
 		v.snap, _ = engine.ReadSnapshot(nil)
 	}
-	if v.numbers, err = r.store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.PR), runID); err != nil {
+	if v.numbers, err = r.store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.Thread()), runID); err != nil {
 		return nil, err
 	}
 	if v.posts, err = r.store.RunPosts(ctx, runID); err != nil {
@@ -162,7 +162,7 @@ func (r *Relay) postStatus(ctx context.Context, v *view, body string) error {
 	t := v.at
 	owner, repo := t.split()
 	key := statusKey(v.run.ID)
-	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.Thread(), key, body)
 	if err != nil {
 		return err
 	}
@@ -237,8 +237,8 @@ func checkFor(s engine.Status) CheckState {
 // new phase) of the same name; GitHub shows the newest.
 func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	t := v.at
-	if t.HeadSHA == "" {
-		return nil
+	if t.HeadSHA == "" || t.PR == 0 {
+		return nil // a scheduled run's commit is the default branch's: no check there
 	}
 	owner, repo := t.split()
 	want := checkFor(v.run.Status)
@@ -307,7 +307,12 @@ func renderStatus(v *view) string {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", title)
-	if a := run.Trigger.Actor; a != "" {
+	switch a := run.Trigger.Actor; {
+	case v.at.Schedule != "" && strings.HasPrefix(v.at.Tick, "manual-"):
+		fmt.Fprintf(&b, "Started by schedule `%s`, fired by hand. ", inert(shortSchedule(v.at.Schedule)))
+	case v.at.Schedule != "":
+		fmt.Fprintf(&b, "Started by schedule `%s`, tick %s. ", inert(shortSchedule(v.at.Schedule)), inert(v.at.Tick))
+	case a != "":
 		fmt.Fprintf(&b, "Started by `%s`. ", inert(a))
 	}
 	done, current := v.done, v.current

@@ -681,6 +681,31 @@ func (s *Scheduler) FireNow(ctx context.Context, name string) (runID string, err
 	return runID, nil
 }
 
+// Find returns the full name of the schedule called name in list: its
+// name, or, when no schedule has it, the end of the one name (after a
+// "/") that ends so. No match, or several, is an error naming them.
+func Find(list []Status, name string) (string, error) {
+	var ends []string
+	for _, s := range list {
+		if s.Name == name {
+			return name, nil
+		}
+		if strings.HasSuffix(s.Name, "/"+name) {
+			ends = append(ends, s.Name)
+		}
+	}
+	switch len(ends) {
+	case 1:
+		return ends[0], nil
+	case 0:
+		if len(list) == 0 {
+			return "", fmt.Errorf("no schedule %q: this server has no schedules (declare them in serve.yml or a repository's .iterion.yml)", name)
+		}
+		return "", fmt.Errorf("no schedule %q: iterion schedules list shows them", name)
+	}
+	return "", fmt.Errorf("%q names several schedules (%s): write the full name", name, strings.Join(ends, ", "))
+}
+
 // Status is a schedule as iterion schedules list shows it.
 type Status struct {
 	delivery.Schedule
