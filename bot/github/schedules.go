@@ -213,7 +213,9 @@ func (s *Service) loadSchedulesOnce(ctx context.Context) error {
 }
 
 // ScheduleLauncher starts the runs of the repositories' schedules.
-func (s *Service) ScheduleLauncher() schedule.Launcher { return schedule.LauncherFunc(s.launchScheduled) }
+func (s *Service) ScheduleLauncher() schedule.Launcher {
+	return schedule.LauncherFunc(s.launchScheduled)
+}
 
 // launchScheduled starts the run of fire f of repository schedule rec:
 // the workflow read from the default branch, on its head, shown on the
