@@ -47,10 +47,6 @@ var unbuilt = []struct {
 }{
 	{"Slack", func(p string) bool { return strings.Contains(strings.ToLower(p), "slack") },
 		[]string{"not there yet", "still to come", "once slack is built", "is not built", "slack_bot_token"}},
-	{"schedules", func(p string) bool {
-		l := strings.ToLower(p)
-		return strings.Contains(l, "schedules") || strings.Contains(l, "cron")
-	}, []string{"not there yet", "once schedules are built", "schedules are not built"}},
 	{"the admin page", func(p string) bool { return strings.Contains(strings.ToLower(p), "admin page") },
 		[]string{"not there yet"}},
 	{"the claude_code backend", func(p string) bool {

@@ -78,8 +78,9 @@ func (a *App) githubSettings(f githubFile, file string) (cfg githubConfig, ok bo
 // newGitHubService wires the GitHub App's part of serve over the store of
 // o: made before the engine, whose events wake its relay; served by Run
 // once the engine exists.
-func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, log *slog.Logger) (*ghbot.Service, error) {
+func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, sched ghbot.Schedulers, log *slog.Logger) (*ghbot.Service, error) {
 	return ghbot.NewService(ctx, o.db, ghbot.ServiceOptions{
+		Schedules: sched, PublicURL: a.getenv("ITERION_PUBLIC_URL"),
 		AppID: cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),

@@ -491,9 +491,15 @@ func TestServeGitHubVariants(t *testing.T) {
 		t.Errorf("malformed JSON: %d, want 400", code)
 	}
 	// None of them reached the store: GitHub was not called (but for
-	// serve's own look at the App's login at start).
-	if calls := h.fake.Calls(); len(calls) != 1 || calls[0].Path != "/app" {
-		t.Errorf("refused webhooks called GitHub: %+v", calls)
+	// serve's own reading at start: the App's login, and its
+	// repositories' schedules).
+	for _, c := range h.fake.Calls() {
+		switch {
+		case c.Method == "GET" && (c.Path == "/app" || c.Path == "/app/installations" || c.Path == "/installation/repositories" || c.Path == "/repos/acme/app/contents/.iterion.yml"),
+			c.Method == "POST" && c.Path == "/app/installations/42/access_tokens":
+		default:
+			t.Errorf("refused webhooks called GitHub: %+v", c)
+		}
 	}
 
 	// A duplicate delivery: one run, one reply.

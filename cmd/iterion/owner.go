@@ -57,6 +57,8 @@ type owner struct {
 	api    *api.Server
 	// apiHandler is the API, also mounted by serve on TCP behind a token.
 	apiHandler http.Handler
+	// schedules, set before start (serve), serves /api/schedules.
+	schedules api.Schedules
 
 	closing  sync.Once
 	closeErr error
@@ -126,7 +128,7 @@ func (a *App) openOwner(dir, command string, notices io.Writer) (*owner, error) 
 func (o *owner) start(opts engine.Options, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) error {
 	opts.Store = o.db
 	o.engine = engine.New(opts)
-	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor})
+	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor, Schedules: o.schedules})
 	o.apiHandler = o.api.Handler()
 	// We hold the store, so a socket and token already there are a dead
 	// owner's: ServeLocal replaces them.

@@ -20,6 +20,7 @@ import (
 	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -135,18 +136,31 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		log.Warn(fmt.Sprintf("webhooks.memory_mb is below %d: GitHub's largest payloads (25 MiB) will be refused with 503", minWebhookMemoryMB),
 			"memory_mb", cfg.Webhooks.MemoryMB)
 	}
+	// The schedules of the config file, and of the repositories once the
+	// App reads them; their fires are recorded in the store.
+	launchers := map[string]schedule.Launcher{}
+	sched, err := a.newScheduler(ctx, o, cfg.Schedules, launchers, log)
+	if err != nil {
+		return err
+	}
+	o.schedules = scheduleAPI{s: sched, db: o.db}
 	var gh *ghbot.Service
 	if withGitHub {
-		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, log); err != nil {
+		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, sched, log); err != nil {
 			return err
 		}
+		launchers["github"] = gh.ScheduleLauncher()
 	}
 	opts.OnEvent = func(ev engine.Event) {
 		if gh != nil {
 			gh.OnEvent(ev)
 		}
-		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
+		switch ev.Type {
+		case engine.EventRunFinished, engine.EventRunFailed:
 			removeEndedWorkspace(o, ev.RunID, log)
+			sched.Wake() // a tick may wait for this run
+		case engine.EventRunCancelled, engine.EventRunPaused:
+			sched.Wake()
 		}
 	}
 	launch := func(ctx context.Context, req api.LaunchRequest) (*engine.Run, error) {
@@ -196,6 +210,8 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	} else {
 		log.Info("GitHub App off: set ITERION_GITHUB_APP_ID (or github.app_id), the webhook secret and the private key to serve it")
 	}
+	// Fires start once the channels they launch through run.
+	background.Go(func() { sched.Run(bg) })
 	if token := a.getenv("ITERION_API_TOKEN"); token != "" {
 		// Answers and launches through this token are recorded as its name.
 		name := cmp.Or(strings.TrimSpace(a.getenv("ITERION_API_TOKEN_NAME")), defaultAPITokenName)
