@@ -156,7 +156,9 @@ func TestServeScheduleEndToEnd(t *testing.T) {
 	})
 
 	ans := h.issueComment(issue, "ana", "/iterion answer Q1 approved: yes")
-	h.fake.WaitFor(30*time.Second, "👍 on the answer", func() bool { return len(h.fake.Reactions()) > 0 && strings.Contains(strings.Join(h.fake.Reactions(), " "), fmt.Sprintf("%d:+1", ans)) })
+	h.fake.WaitFor(30*time.Second, "👍 on the answer", func() bool {
+		return len(h.fake.Reactions()) > 0 && strings.Contains(strings.Join(h.fake.Reactions(), " "), fmt.Sprintf("%d:+1", ans))
+	})
 	waitRunStatus(t, h.base, h.token, runID, engine.StatusFinished)
 
 	var pr fakegithub.PR
