@@ -26,6 +26,7 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
@@ -50,6 +51,8 @@ type ghHarness struct {
 	// writePace is serve's GitHub write spacing (start); 0 means a
 	// millisecond.
 	writePace time.Duration
+	// clock, when set, is the time serve's schedules fire by (start).
+	clock schedule.Clock
 }
 
 const reviewWorkflow = `vars:
@@ -128,6 +131,7 @@ func (h *ghHarness) start() (stop func()) {
 	h.t.Helper()
 	c := newCLI(h.t)
 	c.writePace = h.writePace
+	c.clock = h.clock
 	for _, kv := range h.env {
 		k, v, _ := strings.Cut(kv, "=")
 		c.setenv(k, v)

@@ -96,12 +96,13 @@ func (l serverLauncher) Launch(ctx context.Context, s delivery.Schedule, f deliv
 
 // scheduleAPI serves /api/schedules from the scheduler and the store.
 type scheduleAPI struct {
-	s  *schedule.Scheduler
-	db schedule.Store
+	s   *schedule.Scheduler
+	db  schedule.Store
+	now func() time.Time
 }
 
 func (a scheduleAPI) List(ctx context.Context) ([]schedule.Status, error) {
-	return schedule.List(ctx, a.db, time.Now())
+	return schedule.List(ctx, a.db, a.now())
 }
 
 func (a scheduleAPI) Fire(ctx context.Context, name string) (string, error) {
@@ -119,7 +120,7 @@ func (a scheduleAPI) Fire(ctx context.Context, name string) (string, error) {
 // Launchers adds the channels' own launchers before the scheduler runs.
 func (a *App) newScheduler(ctx context.Context, o *owner, list []serverSchedule, launchers map[string]schedule.Launcher, log *slog.Logger) (*schedule.Scheduler, error) {
 	launchers["server"] = serverLauncher{app: a, o: o}
-	s := schedule.New(schedule.Options{Store: o.db, Launchers: launchers, Log: log, Failpoint: a.failpoint()})
+	s := schedule.New(schedule.Options{Store: o.db, Launchers: launchers, Log: log, Failpoint: a.failpoint(), Clock: a.ScheduleClock})
 	if err := s.Load(ctx); err != nil {
 		return nil, fmt.Errorf("reading the stored schedules: %w", err)
 	}

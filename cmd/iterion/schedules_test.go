@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -318,5 +320,155 @@ func TestServeScheduleCrashAtFirePoint(t *testing.T) {
 	}
 	if !ticks[killed.Tick] {
 		t.Errorf("the fire recorded before the crash is gone: %+v", fires)
+	}
+}
+
+// manualClock is a schedule.Clock moved by hand.
+type manualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []clockWaiter
+}
+
+type clockWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock(now time.Time) *manualClock { return &manualClock{now: now} }
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) At(t time.Time) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if !t.After(c.now) {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, clockWaiter{t, ch})
+	return ch
+}
+
+// Set moves the clock to t, waking the waits that came.
+func (c *manualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(t) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- t
+	}
+	c.waiters = kept
+}
+
+// The nightly example, started by its schedule in serve.yml on a clock
+// moved by hand: the tick of 03:00 in Berlin fires it once, and it runs
+// green. Restarted the next day after 04:00, past the one-hour grace
+// window, the missed tick does not fire; restarted two days later with a
+// grace window of 30h, the latest of the two ticks missed fires, alone.
+func TestServeNightlyExampleStartedBySchedule(t *testing.T) {
+	t.Parallel()
+	h := newGHHarness(t, nil)
+	example, err := filepath.Abs("../../examples/nightly/main.bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "serve.yml")
+	config := func(grace string) {
+		t.Helper()
+		text := fmt.Sprintf("schedules:\n  - name: nightly\n    cron: \"0 3 * * *\"\n    timezone: Europe/Berlin\n    workflow: %s\n    vars:\n      test_command: \"true\"\n    grace: %s\n", example, grace)
+		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config("1h")
+	// The example checks the model key before its first node, even on a
+	// green night that calls no model.
+	h.env = append(h.env, "ITERION_CONFIG="+cfg, "ANTHROPIC_API_KEY=unused")
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(day, hour, minute int) time.Time { return time.Date(2026, 3, day, hour, minute, 0, 0, berlin) }
+	const name = "server/nightly"
+
+	clock := newManualClock(at(2, 2, 59))
+	h.clock = clock
+	stop := h.start()
+	if list := h.schedules(); len(list) != 1 || list[0].Name != name || list[0].LastFire != "" || !list[0].Next.Equal(at(2, 3, 0)) {
+		t.Fatalf("schedules before the tick = %+v", list)
+	}
+	clock.Set(at(2, 3, 0).Add(10 * time.Second))
+	first := cronRunID(name, "2026-03-02T03:00")
+	h.logs.waitFor(t, 30*time.Second, "run="+first)
+	waitRunStatus(t, h.base, h.token, first, engine.StatusFinished)
+	list := h.schedules()
+	if len(list) != 1 || list[0].LastRun != first || list[0].LastRunStatus != engine.StatusFinished || list[0].LastFire != "2026-03-02T03:00" || !list[0].Next.Equal(at(3, 3, 0)) {
+		t.Errorf("schedules after the tick = %+v", list)
+	}
+	stop()
+
+	// Down over the next tick, back 90 minutes after it: too late.
+	clock = newManualClock(at(3, 4, 30))
+	h.clock = clock
+	stop = h.start()
+	h.logs.waitFor(t, 30*time.Second, "past the grace window: none fires")
+	if list := h.schedules(); len(list) != 1 || list[0].LastRun != first || !list[0].Next.Equal(at(4, 3, 0)) {
+		t.Errorf("schedules after the late start = %+v", list)
+	}
+	stop()
+
+	// Down over two ticks, the first 25½ hours ago and the second 1½:
+	// within 30h both, and the latest fires.
+	config("30h")
+	clock = newManualClock(at(5, 4, 30))
+	h.clock = clock
+	stop = h.start()
+	latest := cronRunID(name, "2026-03-05T03:00")
+	h.logs.waitFor(t, 30*time.Second, "run="+latest)
+	waitRunStatus(t, h.base, h.token, latest, engine.StatusFinished)
+	stop()
+
+	db, err := store.Open(h.store, store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	fires, err := db.Fires(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fires {
+		got = append(got, f.Tick+" "+string(f.State)+" "+f.RunID)
+	}
+	slices.Sort(got)
+	want := []string{"2026-03-02T03:00 " + string(delivery.FireStarted) + " " + first, "2026-03-05T03:00 " + string(delivery.FireStarted) + " " + latest}
+	if !slices.Equal(got, want) {
+		t.Errorf("fires = %q, want %q", got, want)
+	}
+	for _, id := range []string{first, latest} {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Workflow != "nightly" || run.Trigger.Source != "cron" || run.Trigger.Actor != "schedule nightly" || run.Status != engine.StatusFinished {
+			t.Errorf("run %s = %+v", id, run)
+		}
+	}
+	if runs, err := db.Runs(ctx, engine.RunFilter{}); err != nil || len(runs) != 2 {
+		t.Errorf("%d runs (%v), want the two fired", len(runs), err)
 	}
 }

@@ -143,7 +143,11 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	if err != nil {
 		return err
 	}
-	o.schedules = scheduleAPI{s: sched, db: o.db}
+	now := time.Now
+	if a.ScheduleClock != nil {
+		now = a.ScheduleClock.Now
+	}
+	o.schedules = scheduleAPI{s: sched, db: o.db, now: now}
 	var gh *ghbot.Service
 	if withGitHub {
 		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, sched, log); err != nil {
