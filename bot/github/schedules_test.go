@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -277,6 +278,35 @@ func TestAnswerOnTrackingIssue(t *testing.T) {
 		})
 		return p
 	}
+	// Someone without write permission answers first, on the tracking
+	// issue; someone with it answers on an issue of their own: neither
+	// is taken.
+	w.fake.Perms["mallory"] = "read"
+	w.fake.Issues[13] = &fakegithub.Issue{Title: "iterion: schedule nightly", User: "ana"}
+	for _, c := range []struct {
+		issue int
+		user  string
+	}{{12, "mallory"}, {13, "ana"}} {
+		cm := fake.AddComment(c.issue, c.user, "/iterion answer Q1 GPL")
+		p, _ := json.Marshal(map[string]any{
+			"action":       "created",
+			"issue":        map[string]any{"number": c.issue},
+			"comment":      map[string]any{"id": cm.ID, "body": cm.Body, "user": map[string]any{"login": c.user, "type": "User"}},
+			"repository":   map[string]any{"full_name": "acme/app", "name": "app", "owner": map[string]any{"login": "acme"}, "default_branch": "main"},
+			"installation": map[string]any{"id": 42},
+			"sender":       map[string]any{"login": c.user, "type": "User"},
+		})
+		if err := s.handler.Handle(ctx, store.Delivery{ID: fmt.Sprintf("x%d", c.issue), Event: "issue_comment", Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := w.db.Interaction(ctx, run.ID, ix.ID); err != nil || !got.Pending() {
+		t.Fatalf("the question after the refused answers: %+v, %v", got, err)
+	}
+	if len(fake.BotComments(12, "only people with write permission on acme/app")) != 1 || len(fake.BotComments(13, "no question `Q1` on this issue")) != 1 {
+		t.Errorf("the refusals: on the tracking issue %+v; elsewhere %+v", fake.Comments(12), fake.Comments(13))
+	}
+
 	for i, body := range []string{"/iterion answer Q1 MIT", "/iterion run nightly", "/iterion status"} {
 		c := fake.AddComment(12, "ana", body)
 		if err := s.handler.Handle(ctx, store.Delivery{ID: "d" + string(rune('0'+i)), Event: "issue_comment", Payload: payload(c.ID, body)}); err != nil {
@@ -291,5 +321,58 @@ func TestAnswerOnTrackingIssue(t *testing.T) {
 		if len(fake.BotComments(12, want)) != 1 {
 			t.Errorf("no reply with %q on the issue: %+v", want, fake.Comments(12))
 		}
+	}
+}
+
+// A pull request cannot change the schedules: they are read from the
+// default branch alone. Its events, a push to its branch (whose
+// .iterion.yml declares a schedule every ten minutes and changes the
+// nightly one), and a comment on it read no schedule; the fake GitHub
+// fails the test if .iterion.yml is read from any ref but main.
+func TestPullRequestCannotChangeSchedules(t *testing.T) {
+	t.Parallel()
+	fake := fakegithub.New(t, "acme", "app")
+	fake.Files[".iterion.yml"] = scheduleConfig
+	fake.Files["nightly.bot"] = computeBot
+	head := fake.Commit(map[string]string{".iterion.yml": strings.Replace(scheduleConfig, `"0 3 * * *"`, `"*/10 * * * *"`, 1) +
+		"  - name: exfiltrate\n    cron: \"*/10 * * * *\"\n    workflow: nightly\n"})
+	fake.Git("branch", "feature", head)
+	fake.PRs[7] = &fakegithub.PR{HeadSHA: head, HeadRef: "feature"}
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rec := &recordedSchedules{db: db}
+	s := newTestService(t, db, fake, ServiceOptions{Workspaces: t.TempDir(), Schedules: rec})
+	s.replies.wait = func(context.Context, time.Duration) error { return nil }
+	s.actions.doors = &launchDoors{storeDoors: storeDoors{db}}
+	ctx := context.Background()
+	if err := s.RefreshSchedules(ctx, fakegithub.InstallationID, "acme", "app", "main"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct{ event, file string }{
+		{"pull_request", "pull_request.opened.json"},
+		{"pull_request", "pull_request.synchronize.json"},
+		{"push", "push.feature.json"},
+		{"issue_comment", "issue_comment.created.json"},
+	} {
+		payload, err := os.ReadFile("testdata/payloads/" + d.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.handler.Handle(ctx, store.Delivery{ID: d.file, Event: d.event, Payload: payload}); err != nil {
+			var ign *Ignored
+			if !errors.As(err, &ign) {
+				t.Fatalf("%s: %v", d.file, err)
+			}
+		}
+	}
+	if got := rec.got(); len(got) != 1 || got[0] != "github/acme/app: nightly 0 3 * * *" {
+		t.Errorf("schedules set: %q, want the default branch's once", got)
+	}
+	list, err := db.Schedules(ctx)
+	if err != nil || len(list) != 1 || list[0].Name != "github/acme/app/nightly" || list[0].Cron != "0 3 * * *" {
+		t.Errorf("schedules = %+v, %v", list, err)
 	}
 }
