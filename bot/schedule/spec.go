@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -68,7 +69,7 @@ func Parse(spec, zone string) (*Spec, error) {
 	loc := time.UTC
 	if zone != "" {
 		var err error
-		if loc, err = time.LoadLocation(zone); err != nil || zone == "Local" {
+		if loc, err = loadZone(zone); err != nil || zone == "Local" {
 			return nil, fmt.Errorf("unknown time zone %q: write an IANA name like Europe/Berlin or America/New_York", zone)
 		}
 	}
@@ -247,4 +248,21 @@ func (s *Spec) Due(cursor, now time.Time, grace time.Duration) (latest *Tick, pa
 		return &last, passed, cursor
 	}
 	return nil, passed, cursor
+}
+
+// zones caches the zones loaded: time.LoadLocation reads the time zone
+// database each time, and serve parses every spec at each start and each
+// push. Only zones found are kept, so it holds at most the database.
+var zones sync.Map // name → *time.Location
+
+func loadZone(name string) (*time.Location, error) {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	zones.Store(name, loc)
+	return loc, nil
 }
