@@ -2,6 +2,7 @@ package repoconfig
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The example of docs/config.md is a file the bot accepts, schedules and
+// changes: included.
+func TestDocsExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```yaml\n")
+	example, _, _ := strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("docs/config.md has no yaml example")
+	}
+	cfg, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatalf("docs/config.md's example: %v", err)
+	}
+	if len(cfg.Schedules) != 1 || cfg.Schedules[0].Timezone != "Europe/Berlin" || !cfg.Proposes("nightly") {
+		t.Errorf("docs/config.md's example read as %+v", cfg)
+	}
 }
