@@ -102,6 +102,12 @@ func (s *Service) proposeChanges(ctx context.Context, run *engine.Run) error {
 				fmt.Sprintf("The changes of run `%s` were not pushed: this pull request comes from a fork, and iterion pushes only to branches of %s.", run.ID, o.Repo))
 		}
 		branch = pr.GetHead().GetRef()
+		if branch == info.GetDefaultBranch() {
+			// A pull request from the default branch onto another: a push
+			// would land on the default branch unreviewed.
+			return s.changesSaid(ctx, run, o, "refused: default branch",
+				fmt.Sprintf("The changes of run `%s` were not pushed: this pull request's branch is `%s`, the default branch, which iterion never pushes to.", run.ID, inert(branch)))
+		}
 	} else {
 		branch = cmp.Or(cfg.Changes.BranchPrefix, repoconfig.DefaultBranchPrefix) + shortSchedule(o.Schedule) + "/" + run.ID
 	}

@@ -215,6 +215,18 @@ func TestProposePullRequestRunsChanges(t *testing.T) {
 		t.Errorf("a fork's run: comments %+v, branch %q", w.fake.Comments(8), w.fake.Branch("theirs"))
 	}
 
+	// From the default branch onto another: never pushed to.
+	w.fake.PRs[10] = &fakegithub.PR{HeadSHA: w.head, HeadRef: "main", BaseRef: "release"}
+	onMain, dir := w.run("gh-pr10", "fix", Origin{PR: 10})
+	onMain = w.finish(onMain)
+	write(t, dir, "fix.txt", "straight onto main\n")
+	if err := w.s.proposeChanges(ctx, onMain); err != nil {
+		t.Fatal(err)
+	}
+	if said := w.fake.BotComments(10, "this pull request's branch is `main`, the default branch, which iterion never pushes to"); len(said) != 1 || w.fake.Branch("main") != w.head {
+		t.Errorf("a PR from main: comments %+v, main at %q", w.fake.Comments(10), w.fake.Branch("main"))
+	}
+
 	// Nothing changed.
 	w.fake.PRs[9] = &fakegithub.PR{HeadSHA: w.head, HeadRef: "feature"}
 	idle, _ := w.run("gh-pr9", "fix", Origin{PR: 9})

@@ -130,6 +130,8 @@ func (r Report) IssueEnabled() bool { return r.Issue == nil || *r.Issue }
 // every tick costs a checkout. MaxGrace bounds its grace window.
 const (
 	MinInterval = 10 * time.Minute
+	// MaxSchedules is how many schedules a repository may declare.
+	MaxSchedules = 50
 	MaxGrace    = 7 * 24 * time.Hour
 )
 
@@ -223,6 +225,9 @@ func Parse(data []byte) (*Config, error) {
 		cfg.Concurrency = ConcurrencyQueue
 	} else if !slices.Contains(concurrencies, cfg.Concurrency) {
 		add([]string{"concurrency"}, "concurrency %q: use queue, supersede or reject", cfg.Concurrency)
+	}
+	if len(cfg.Schedules) > MaxSchedules {
+		add([]string{"schedules"}, "%d schedules: a repository may declare at most %d (each fire checks the repository out and runs a workflow)", len(cfg.Schedules), MaxSchedules)
 	}
 	names := map[string]bool{}
 	for i, s := range cfg.Schedules {

@@ -2,6 +2,7 @@ package repoconfig
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -86,6 +87,7 @@ func TestParseErrors(t *testing.T) {
 		{"@nightly", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    cron: \"@nightly\"\n    workflow: a\n", []string{"5:5: schedule n: cron \"@nightly\": @nightly is not a descriptor: write @daily"}},
 		{"six fields", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    cron: \"0 0 3 * * *\"\n    workflow: a\n", []string{"expected exactly 5 fields, found 6"}},
 		{"too often", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    cron: \"*/5 * * * *\"\n    workflow: a\n", []string{"5:5: schedule n: cron \"*/5 * * * *\" fires every 5m0s; a repository's schedule may fire at most every 10m0s"}},
+		{"too many", "workflows:\n  a: a.bot\nschedules:\n" + manySchedules(MaxSchedules+1), []string{"3:1: 51 schedules: a repository may declare at most 50"}},
 		{"every second", "workflows:\n  a: a.bot\nschedules:\n  - name: n\n    cron: \"@every 1s\"\n    workflow: a\n", []string{"fires every 1s"}},
 		{"bad overlap", sched("overlap: cancel"), []string{`6:5: schedule n: overlap "cancel": use skip`}},
 		{"bad grace", sched("grace: 720h"), []string{"6:5: schedule n: grace 720h0m0s: write a duration from 1m to 168h0m0s"}},
@@ -160,4 +162,13 @@ func TestDocsExample(t *testing.T) {
 	if len(cfg.Schedules) != 1 || cfg.Schedules[0].Timezone != "Europe/Berlin" || !cfg.Proposes("nightly") {
 		t.Errorf("docs/config.md's example read as %+v", cfg)
 	}
+}
+
+// manySchedules is a schedules: list of n daily schedules.
+func manySchedules(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: n%d, cron: \"@daily\", workflow: a}\n", i)
+	}
+	return b.String()
 }
