@@ -132,7 +132,7 @@ const (
 	MinInterval = 10 * time.Minute
 	// MaxSchedules is how many schedules a repository may declare.
 	MaxSchedules = 50
-	MaxGrace    = 7 * 24 * time.Hour
+	MaxGrace     = 7 * 24 * time.Hour
 )
 
 // CommentsEnabled reports whether comment commands are on.
