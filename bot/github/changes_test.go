@@ -376,3 +376,24 @@ func TestProposeHostileWorkspaces(t *testing.T) {
 		t.Error("the secret reached the repository")
 	}
 }
+
+// parseRaw reads what git diff --raw -z prints (octal modes) for any
+// path a run may write (newlines, tabs, spaces, non-UTF-8 bytes), and
+// never panics on output it does not expect.
+func FuzzParseRaw(f *testing.F) {
+	f.Add("fix.txt", "100644")
+	f.Add("a b\tc\nd", "120000")
+	f.Add("\xff\xfe", "160000")
+	f.Fuzz(func(t *testing.T, path, mode string) {
+		parseRaw([]byte(mode + path)) // garbage: any result, no panic
+		if path == "" || strings.ContainsRune(path, 0) || len(mode) != 6 || strings.Trim(mode, "01234567") != "" {
+			return
+		}
+		blob := strings.Repeat("b", 40)
+		raw := ":100644 " + mode + " " + strings.Repeat("a", 40) + " " + blob + " M\x00" + path + "\x00"
+		got := parseRaw([]byte(raw + raw))
+		if len(got) != 2 || got[0] != (rawChange{mode: mode, blob: blob, path: path}) || got[1] != got[0] {
+			t.Fatalf("parseRaw(%q) = %+v", raw+raw, got)
+		}
+	})
+}
