@@ -248,6 +248,13 @@ const (
 	// serve refuses such a file unless its operator allows host sandboxes.
 	//	sandbox: none         ← C128
 	SandboxOnHost Code = "C128"
+	// UnknownTool (C135): a name in tools: that the node's backend has no
+	// tool for. Upstream reports it for claw; here it is reported for a
+	// claude_code node, whose tools map onto Claude Code's built-ins
+	// (ClaudeCodeTool), because such a node runs with those tools only.
+	//	backend: "claude_code"
+	//	tools: [read_file, list_dirs]     ← C135: no Claude Code tool for list_dirs
+	UnknownTool Code = "C135"
 	// VerbatimQuoteEscape (C144, warning): a "…" string of a profile 1 file
 	// (no dsl: 2 header, no strict-escape comment) holds \", which profile 1
 	// keeps as a backslash and a quote where profile 2 reads a quote. It is
