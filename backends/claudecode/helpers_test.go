@@ -2,6 +2,7 @@ package claudecode_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -218,3 +219,7 @@ func allText(r fakellm.Recorded) string {
 	}
 	return b.String()
 }
+
+func setHook(b *claudecode.Backend, cmd string) { claudecode.SetHookForTest(b, cmd) }
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -49,6 +49,10 @@ const (
 	mcpToolTimeout  = 600000
 )
 
+// maxRetries is how often Claude Code retries a failed model call itself
+// (its default is 10, with back-off reaching minutes).
+const maxRetries = 3
+
 // hookTimeout bounds one permission decision, in seconds; a hook that
 // takes longer denies the call.
 const hookTimeout = 60
@@ -163,6 +167,10 @@ func (b *Backend) prepare(task *engine.Task, sess *runchannel.Session, l *launch
 		// The MCP tools' schemas go in every request, rather than behind
 		// ToolSearch: the interaction tools are there from the first turn.
 		"ENABLE_TOOL_SEARCH=false",
+		// Claude Code's own retries of a failed model call stay few: a
+		// transient failure beyond them fails the node, which the engine
+		// may retry.
+		"CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(maxRetries),
 		"MCP_TIMEOUT=" + strconv.Itoa(mcpStartTimeout),
 		"MCP_TOOL_TIMEOUT=" + strconv.Itoa(mcpToolTimeout),
 	}

@@ -116,8 +116,9 @@ func (r *run) execute(ctx context.Context) (*engine.Result, error) {
 
 	events := make(chan *event)
 	readDone := make(chan error, 1)
+	// stopRead, closed when the loop ends, makes the reader discard the
+	// rest: the process cannot end while its output is not read.
 	stopRead := make(chan struct{})
-	defer close(stopRead)
 	go func() {
 		lr := newLineReader(stdoutR)
 		for {
@@ -208,8 +209,13 @@ func (r *run) execute(ctx context.Context) (*engine.Result, error) {
 			}
 		}
 	}
-	// The node's outcome is known: stop Claude Code gracefully (stdin
-	// closed), and kill its tree when it does not go.
+	// The node's outcome is known: stop Claude Code gracefully (the turn
+	// a failure left running interrupted, stdin closed), and kill its tree
+	// when it does not go.
+	close(stopRead)
+	if out.err != nil && r.pause == nil && r.busy() {
+		r.interrupt()
+	}
 	r.stdin.Close()
 	select {
 	case <-exited:
@@ -317,6 +323,11 @@ func (r *run) handle(ctx context.Context, ev *event) *outcome {
 			}
 			r.session, r.model = ev.SessionID, ev.Model
 		case "api_retry":
+			if ev.ErrorStatus == 401 || ev.ErrorStatus == 403 {
+				// A refused key fails at once: Claude Code would retry it.
+				return &outcome{err: engine.NewBackendError("AUTH_FAILED", false, fmt.Errorf(
+					"the model API refused the key (HTTP %d, %s): check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the server's environment", ev.ErrorStatus, clip(ev.Error, 200)))}
+			}
 			r.b.log.Warn("Claude Code retries a model request", "run", r.task.RunID, "node", r.task.NodeID,
 				"attempt", ev.Attempt, "max_retries", ev.MaxRetries, "status", ev.ErrorStatus)
 		}

@@ -55,9 +55,10 @@ type event struct {
 	PermissionDenials []json.RawMessage     `json:"permission_denials"`
 
 	// system/api_retry
-	Attempt     int `json:"attempt"`
-	MaxRetries  int `json:"max_retries"`
-	ErrorStatus int `json:"error_status"`
+	Attempt     int    `json:"attempt"`
+	Error       string `json:"error"`
+	MaxRetries  int    `json:"max_retries"`
+	ErrorStatus int    `json:"error_status"`
 }
 
 type mcpStatus struct {
