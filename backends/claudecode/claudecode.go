@@ -36,6 +36,11 @@ type Options struct {
 	// mcp-ask-user, claude-hook). "" means os.Executable(); tests give a
 	// test binary that dispatches the same subcommands.
 	Binary string
+	// ExtraEnv are more variables for Claude Code's environment (and so
+	// its hooks' and MCP server's), after iterion's, which they override:
+	// CLAUDE_CODE_MAX_RETRIES, say. A provider's real key is refused
+	// there, as everywhere in the sandbox. nil means none.
+	ExtraEnv []string
 	// StartTimeout bounds Claude Code's start, until its session is up
 	// (system/init). 0 means 60 s.
 	StartTimeout time.Duration
@@ -51,6 +56,7 @@ type Backend struct {
 	log          *slog.Logger
 	tempDir      string
 	binary       string
+	extraEnv     []string
 	startTimeout time.Duration
 	stopGrace    time.Duration
 	// hook is the subcommand the PreToolUse hook runs; only tests change
@@ -69,7 +75,7 @@ const HookCommand = "claude-hook"
 
 // New returns the Claude Code backend.
 func New(opts Options) *Backend {
-	b := &Backend{env: opts.Env, log: opts.Logger, tempDir: opts.TempDir, binary: opts.Binary,
+	b := &Backend{env: opts.Env, log: opts.Logger, tempDir: opts.TempDir, binary: opts.Binary, extraEnv: opts.ExtraEnv,
 		startTimeout: opts.StartTimeout, stopGrace: opts.StopGrace, hook: HookCommand}
 	if b.env == nil {
 		b.env = os.Getenv

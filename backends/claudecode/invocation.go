@@ -177,6 +177,7 @@ func (b *Backend) prepare(task *engine.Task, sess *runchannel.Session, l *launch
 	if task.MaxTokens > 0 {
 		inv.env = append(inv.env, "CLAUDE_CODE_MAX_OUTPUT_TOKENS="+strconv.Itoa(task.MaxTokens))
 	}
+	inv.env = append(inv.env, b.extraEnv...)
 	return inv, nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iterion-bot/iterion/backends/claudecode"
 	"github.com/iterion-bot/iterion/backends/claw"
 	"github.com/iterion-bot/iterion/backends/pi"
 	"github.com/iterion-bot/iterion/dsl"
@@ -44,11 +45,13 @@ func (a *App) backends() (map[string]engine.Backend, error) {
 //     sandbox, over its RPC mode, or its print mode with
 //     ITERION_PI_MODE=print; its providers are the operator's pi
 //     configuration (PI_CODING_AGENT_DIR, default ~/.pi/agent) and the
-//     providers' key variables.
+//     providers' key variables;
+//   - claude_code: the Claude Code CLI (ITERION_CLAUDE_COMMAND, else claude
+//     on PATH) in the node's sandbox, reaching Anthropic through the run's
+//     model proxy with ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) and
+//     ANTHROPIC_BASE_URL.
 //
-// claude_code is not built yet: a workflow with its nodes is refused
-// before it starts, "backend … is not available in this build". Its
-// warnings go to stderr.
+// The backends' warnings go to stderr.
 func (a *App) buildBackends() (map[string]engine.Backend, error) {
 	providers, err := a.loadProviders()
 	if err != nil {
@@ -60,8 +63,9 @@ func (a *App) buildBackends() (map[string]engine.Backend, error) {
 		return nil, err
 	}
 	return map[string]engine.Backend{
-		"claw": claw.New(claw.Options{Env: a.getenv, Providers: providers}),
-		"pi":   p,
+		"claw":        claw.New(claw.Options{Env: a.getenv, Providers: providers}),
+		"pi":          p,
+		"claude_code": claudecode.New(claudecode.Options{Env: a.getenv, Logger: log.With("backend", "claude_code")}),
 	}, nil
 }
 
