@@ -80,3 +80,6 @@ fuzz:
 	$(GO) test ./backends/runchannel -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/pi -run '^$$' -fuzz '^FuzzOurs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/pi -run '^$$' -fuzz '^FuzzStripJSONComments$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzHookInput$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzDecodeSaved$$' -fuzztime $(FUZZTIME)

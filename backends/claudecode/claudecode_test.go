@@ -99,3 +99,57 @@ func TestPermissionDenyRefusesBash(t *testing.T) {
 }
 
 var _ = engine.CodeExecutionFailed
+
+// readonly: the writing tools are not offered, and Claude Code runs with
+// the workspace mounted read-only.
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Fallback: &fakellm.Turn{Text: "looked"}})
+	task := h.task("Look.", "bash", "read_file", "write_file", "grep")
+	task.ReadOnly = true
+	if _, err := h.backend().Execute(watchdog(t), task); err != nil {
+		t.Fatal(err)
+	}
+	if tools := slices.Sorted(slices.Values(h.fake.Requests()[0].Tools)); !slices.Equal(tools, []string{"Grep", "Read"}) {
+		t.Errorf("tools offered = %v, want Grep and Read", tools)
+	}
+}
+
+// A node with an output schema: an answer that is not the object asked
+// for gets one repair turn in the same session.
+func TestOutputRepairTurn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "prose", Match: fakellm.Match{LastUserContains: "Sum up"}, Text: "It went well."},
+		{Name: "repaired", Match: fakellm.Match{LastUserContains: "could not be used"}, Text: `{"summary": "went well", "score": 3}`},
+	}})
+	task := h.task("Sum up.")
+	task.OutputSchema = map[string]any{"type": "object", "required": []any{"summary"}, "properties": map[string]any{"summary": map[string]any{"type": "string"}}}
+	res, err := h.backend().Execute(watchdog(t), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output["summary"] != "went well" || res.Output["score"] != int64(3) {
+		t.Errorf("output = %v", res.Output)
+	}
+	if !strings.Contains(h.fake.Requests()[0].System, `[OUTPUT]`) {
+		t.Error("the schema is not in the system prompt")
+	}
+}
+
+// tool_max_steps bounds the agent's model calls: past it the node fails,
+// naming the limit.
+func TestToolMaxSteps(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Fallback: &fakellm.Turn{ToolCalls: []fakellm.ToolCall{{Name: "Bash", Input: map[string]any{"command": "true"}}}}})
+	task := h.task("Loop.", "bash")
+	task.ToolMaxSteps = 2
+	_, err := h.backend().Execute(watchdog(t), task)
+	var be *engine.BackendError
+	if !errors.As(err, &be) || be.Code != engine.CodeExecutionFailed || !strings.Contains(err.Error(), "more turns than the node allows") {
+		t.Errorf("err = %v", err)
+	}
+	if n := len(h.fake.Requests()); n != 3 {
+		t.Errorf("%d model requests, want 3 (two steps and the answer)", n)
+	}
+}

@@ -386,3 +386,30 @@ func decode(t *testing.T, data []byte, v any) {
 		t.Fatal(err)
 	}
 }
+
+// Cancelled while the agent's bash runs: the turn is interrupted, the
+// node ends with the context's error, and nothing of Claude Code's tree
+// is left (the bash that read the fifo is gone).
+func TestCancelMidTool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{
+		{Name: "work", Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{workCall}},
+	}, Fallback: &fakellm.Turn{Text: "stopped"}})
+	started, rel := h.mkfifo("started"), h.mkfifo("release")
+	ctx, cancel := context.WithCancel(watchdog(t))
+	resc, errc := execute(ctx, h, h.task("Work.", "bash"))
+	waitFor(watchdog(t), t, started)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want the cancellation", err)
+	}
+	<-resc
+	// A fifo opened to write without blocking fails when nobody reads it.
+	f, err := os.OpenFile(rel, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		f.Close()
+		t.Error("the agent's bash still reads its fifo after the node ended")
+	} else if !errors.Is(err, syscall.ENXIO) {
+		t.Errorf("opening the fifo: %v", err)
+	}
+}

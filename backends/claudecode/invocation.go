@@ -38,6 +38,10 @@ type invocation struct {
 	model    string
 	tools    []string
 	resume   string // the session id to resume, "" for a new one
+	// maxTurns bounds the model calls of one message's turn: the node's
+	// tool_max_steps, and the answer after them; 0 is Claude Code's
+	// default.
+	maxTurns int
 	env      []string
 }
 
@@ -100,6 +104,9 @@ func (b *Backend) prepare(task *engine.Task, sess *runchannel.Session, l *launch
 	}
 	inv = &invocation{dir: dir, configDir: filepath.Join(dir, "config"), home: filepath.Join(dir, "home"),
 		settings: filepath.Join(dir, "settings.json"), launcher: l, model: model, tools: tools}
+	if task.ToolMaxSteps > 0 {
+		inv.maxTurns = task.ToolMaxSteps + 1
+	}
 	defer func() {
 		if err != nil {
 			inv.remove()
@@ -204,6 +211,9 @@ func (inv *invocation) argv() []string {
 	}
 	if inv.systemFile != "" {
 		a = append(a, "--append-system-prompt-file", inv.systemFile)
+	}
+	if inv.maxTurns > 0 {
+		a = append(a, "--max-turns", strconv.Itoa(inv.maxTurns))
 	}
 	if inv.resume != "" {
 		a = append(a, "--resume", inv.resume)

@@ -97,7 +97,7 @@ func (r *run) execute(ctx context.Context) (*engine.Result, error) {
 	procCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
 	defer kill()
 	p, err := r.sess.Wrap(&engine.Process{
-		Argv: r.inv.argv(), Env: r.inv.env, Mounts: r.inv.mounts(),
+		Argv: r.inv.argv(), Env: r.inv.env, Mounts: r.inv.mounts(), ReadOnly: r.task.ReadOnly,
 		Stdin: stdinR, Stdout: stdoutW, Stderr: r.errOut,
 	})
 	if err != nil {
