@@ -49,9 +49,6 @@ var unbuilt = []struct {
 		[]string{"not there yet", "still to come", "once slack is built", "is not built", "slack_bot_token"}},
 	{"the admin page", func(p string) bool { return strings.Contains(strings.ToLower(p), "admin page") },
 		[]string{"not there yet"}},
-	{"the claude_code backend", func(p string) bool {
-		return strings.Contains(p, "claude_code") || strings.Contains(p, "claude code")
-	}, []string{"not there yet", "not available in this build", "not built"}},
 }
 
 // paragraphs splits a text at its blank lines.
@@ -60,8 +57,8 @@ func paragraphs(text string) []string {
 }
 
 // The README, the docs and every command's help present nothing as there
-// that is not built: each paragraph that names Slack, schedules, the admin
-// page or the claude_code backend also says they are not built.
+// that is not built: each paragraph that names Slack, schedules or the
+// admin page also says they are not built.
 func TestDocsClaimOnlyWhatIsBuilt(t *testing.T) {
 	t.Parallel()
 	texts := map[string]string{}
