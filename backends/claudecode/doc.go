@@ -54,8 +54,8 @@
 // writes it back and continues the same session (--resume) with the
 // answer as its next message.
 //
-// Failures are typed from the result line, not the exit status (an API
-// error can end a turn whose process exits 0): authentication, rate
+// Failures are typed from the result line, not the exit status (which
+// says nothing of an API error): authentication, rate
 // limits, overload and server errors, context length. Tokens are the
 // turns' input and output (cache reads and writes are not billed input);
 // the cost is the one Claude Code reports for the turns of this

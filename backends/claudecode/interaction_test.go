@@ -27,7 +27,7 @@ func (h *harness) mkfifo(name string) string {
 
 // waitFor opens the fifo for reading, which blocks until the agent's
 // bash opens it to write, and reads what it wrote.
-func waitFor(ctx context.Context, t *testing.T, fifo string) {
+func waitFor(ctx context.Context, t testing.TB, fifo string) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
@@ -193,6 +193,12 @@ func TestAskUserPausesAndResumesTheSession(t *testing.T) {
 	}
 	if res.Tokens < 505 || res.Tokens > 505+int64(len(resumed)) {
 		t.Errorf("tokens = %d, want the resumed turn's only", res.Tokens)
+	}
+	// Claude Code prices claude-sonnet-4-5 at $3 per million input tokens
+	// and $15 per million output: the resumed turn's cost, not the
+	// session's (which the resumed session carries over).
+	if limit := 3e-6*float64(res.Tokens) + 15e-6*5; res.CostUSD <= 0 || res.CostUSD > limit {
+		t.Errorf("cost = %v, want the resumed turn's (at most %v)", res.CostUSD, limit)
 	}
 	var first struct {
 		SessionID string `json:"session_id"`

@@ -37,9 +37,11 @@ func (r *run) account(ev *event) {
 // ("API Error: 429 …").
 var apiStatus = regexp.MustCompile(`API Error: (\d{3})\b`)
 
-// failure types a result that ended the turn with an error. Claude Code
-// exits 0, or with a status that says nothing more, so the result is what
-// is read: the API's status, then the text.
+// failure types a result that ended the turn with an error. Claude Code's
+// exit status says nothing of it (2.1.332 exits 1 alike for an API error
+// and an interrupted turn, and a long-lived session's status comes only
+// when its stdin closes), so the result is what is read: the API's
+// status, then the text.
 func failure(ev *event) error {
 	text := clip(strings.TrimSpace(ev.Result), 500)
 	status := 0

@@ -298,10 +298,11 @@ func (r *run) deliver(ctx context.Context) error {
 	return nil
 }
 
-// busy reports whether a message of ours is not done yet.
+// busy reports whether a message of ours is not done yet: Claude Code
+// has not said it completed or cancelled it.
 func (r *run) busy() bool {
 	for _, state := range r.cmds {
-		if state != "completed" {
+		if state != "completed" && state != "cancelled" {
 			return true
 		}
 	}
@@ -333,8 +334,8 @@ func (r *run) handle(ctx context.Context, ev *event) *outcome {
 		}
 	case "assistant":
 		if ev.Message != nil {
-			if ev.Message.Model != "" {
-				r.model = ev.Message.Model
+			if m := ev.Message.Model; m != "" && !strings.HasPrefix(m, "<") {
+				r.model = m // not Claude Code's own "<synthetic>" messages
 			}
 			for _, c := range ev.Message.Content {
 				if c.Type == "tool_use" {
