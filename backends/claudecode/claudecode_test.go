@@ -153,3 +153,53 @@ func TestToolMaxSteps(t *testing.T) {
 		t.Errorf("%d model requests, want 3 (two steps and the answer)", n)
 	}
 }
+
+// The agent's bash reaches the model's host only on the open network: by
+// default (model-only) Claude Code's sandbox reaches the run channel's
+// proxy alone, and either way the agent sees the dummy key, never the
+// real one, while the model gets the real one from the proxy.
+func TestNetwork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		network engine.Network
+		direct  string
+	}{
+		{"model-only by default", engine.NetworkDefault, "direct: cut"},
+		{"model-only declared", engine.NetworkModelOnly, "direct: cut"},
+		{"open", engine.NetworkOpen, "direct: reached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, &fakellm.Script{Turns: []fakellm.Turn{
+				{Name: "probe", Match: fakellm.Match{HasToolResult: new(bool)}, ToolCalls: []fakellm.ToolCall{{Name: "Bash", Input: map[string]any{
+					"command":     `env; echo "direct: $(curl -sf -m 10 -o /dev/null "$(cat fake-url)/v1/models" && echo reached || echo cut)"`,
+					"description": "probe the network",
+				}}}},
+				{Name: "answer", Match: fakellm.Match{ToolResultFor: "Bash"}, Text: "probed"},
+			}})
+			h.write("fake-url", h.env["ANTHROPIC_BASE_URL"])
+			task := h.task("Probe the network.", "bash")
+			task.Network = tc.network
+			if _, err := h.backend().Execute(watchdog(t), task); err != nil {
+				t.Fatal(err)
+			}
+			reqs := h.fake.Requests()
+			if len(reqs) != 2 || len(reqs[1].ToolResults) != 1 {
+				t.Fatalf("%d model requests, want the probe's and the answer's", len(reqs))
+			}
+			out := reqs[1].ToolResults[0].Content
+			if !strings.Contains(out, tc.direct) {
+				t.Errorf("the agent's bash printed %q, want %q", out, tc.direct)
+			}
+			if strings.Contains(out, realKey) || !strings.Contains(out, "ANTHROPIC_API_KEY=sk-iterion-") {
+				t.Errorf("the agent's environment holds the real key, or not the dummy one:\n%s", out)
+			}
+			for _, r := range reqs {
+				if got := r.Header.Get("X-Api-Key"); got != realKey {
+					t.Errorf("the model got key %q, want the real one (added by the proxy)", got)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/iterion-bot/iterion/engine"
 )
 
 // Claude Code's output is read by the loop whatever it holds: the reader,
@@ -36,7 +38,7 @@ func FuzzStream(f *testing.F) {
 			if ev.Type == "result" && (ev.IsError || ev.Subtype != "success") && failure(ev) == nil {
 				t.Fatal("a failed result typed as no error")
 			}
-			_, _ = parseOutput(ev.Result, map[string]any{"required": []any{"a"}})
+			_, _ = engine.ParseOutput(ev.Result, map[string]any{"required": []any{"a"}})
 			_ = ev.Message.text()
 		}
 		if lines > bytes.Count(data, []byte("\n"))+1 {

@@ -263,7 +263,7 @@ func TestPermissionAskPausesTheRun(t *testing.T) {
 					{Name: "Bash", Input: map[string]any{"command": "touch made"}},
 				}},
 				{Name: "done", Match: fakellm.Match{ToolResultFor: "Bash"}, Text: "made"},
-				{Name: "refused", Match: fakellm.Match{LastUserContains: "The operator refused your call to Bash: not in the repo, please."}, Text: "not made"},
+				{Name: "refused", Match: fakellm.Match{LastUserContains: "Your call to Bash was refused by the operator: not in the repo, please."}, Text: "not made"},
 			}})
 			task := h.task("Make a file.", "bash")
 			task.Permission = &permission.Policy{Mode: permission.Ask}

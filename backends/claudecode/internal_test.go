@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
@@ -96,34 +94,6 @@ func TestFailure(t *testing.T) {
 			var be *engine.BackendError
 			if !errors.As(err, &be) || be.Code != tc.code || be.Retryable() != tc.retryable {
 				t.Errorf("failure = %v (%+v), want %s, retryable %v", err, be, tc.code, tc.retryable)
-			}
-		})
-	}
-}
-
-func TestParseOutput(t *testing.T) {
-	schema := map[string]any{"type": "object", "required": []any{"draft"}}
-	for _, tc := range []struct {
-		name, text string
-		schema     map[string]any
-		want       map[string]any
-		invalid    string
-	}{
-		{"free text", "hello", nil, map[string]any{"text": "hello"}, ""},
-		{"object in prose", "Here:\n```json\n{\"draft\": \"x\", \"n\": 2}\n```", schema, map[string]any{"draft": "x", "n": int64(2)}, ""},
-		{"missing field", `{"other": 1}`, schema, nil, "fields draft are missing"},
-		{"no object", "I could not do it.", schema, nil, "not a JSON object"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, invalid := parseOutput(tc.text, tc.schema)
-			if tc.invalid != "" {
-				if invalid == nil || !strings.Contains(invalid.Error(), tc.invalid) {
-					t.Errorf("invalid = %v, want %q", invalid, tc.invalid)
-				}
-				return
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" || invalid != nil {
-				t.Errorf("parseOutput (-want +got):\n%s%v", diff, invalid)
 			}
 		})
 	}

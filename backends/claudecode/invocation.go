@@ -261,8 +261,7 @@ func systemPrompt(task *engine.Task) string {
 			mcpPrefix+asktools.AwaitAnswers+" and "+mcpPrefix+asktools.AskUser+".")
 	}
 	if task.OutputSchema != nil {
-		schema, _ := json.Marshal(task.OutputSchema)
-		parts = append(parts, "[OUTPUT]\nWhen you are done, reply with only a JSON object matching this JSON Schema, and nothing else:\n"+string(schema))
+		parts = append(parts, engine.OutputSection(task.OutputSchema))
 	}
 	return strings.Join(parts, "\n\n")
 }

@@ -1,8 +1,6 @@
 package claudecode
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -70,75 +68,4 @@ func failure(ev *event) error {
 		text = "no message"
 	}
 	return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("Claude Code ended the turn with an error (%s): %s", what, text))
-}
-
-// parseOutput turns the final text into the node's output: the JSON object
-// it holds when the node has a schema (its required fields checked; the
-// engine validates fully), else {text: …}. The second result says why the
-// text is not the output asked for.
-func parseOutput(text string, schema map[string]any) (map[string]any, error) {
-	if schema == nil {
-		return map[string]any{"text": text}, nil
-	}
-	s := strings.TrimSpace(text)
-	if i := strings.Index(s, "{"); i >= 0 {
-		if j := strings.LastIndex(s, "}"); j > i {
-			s = s[i : j+1]
-		}
-	}
-	var out map[string]any
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil || out == nil {
-		return nil, errors.New("it is not a JSON object")
-	}
-	out = numbers(out).(map[string]any)
-	var missing []string
-	for _, r := range required(schema) {
-		if _, ok := out[r]; !ok {
-			missing = append(missing, r)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("fields %s are missing", strings.Join(missing, ", "))
-	}
-	return out, nil
-}
-
-// required is a schema's required list, whichever slice type holds it.
-func required(schema map[string]any) []string {
-	switch req := schema["required"].(type) {
-	case []string:
-		return req
-	case []any:
-		var out []string
-		for _, r := range req {
-			if s, ok := r.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-// numbers turns json.Number into int64 or float64.
-func numbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbers(e)
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
 }

@@ -81,7 +81,7 @@ type outcome struct {
 
 func newRun(b *Backend, task *engine.Task, saved *savedSession) *run {
 	r := &run{b: b, task: task, saved: saved, pauses: make(chan *pause), cmds: map[string]string{}, errOut: &tailBuffer{max: 8 << 10}}
-	if saved != nil && saved.Kind == pausePermission && allowed(task.ResumeAnswer) {
+	if saved != nil && saved.Kind == pausePermission && asktools.PermissionAllowed(task.ResumeAnswer) {
 		r.grant = &grantedCall{tool: saved.Tool, input: canonical(saved.Input)}
 	}
 	return r
@@ -96,8 +96,15 @@ func (r *run) execute(ctx context.Context) (*engine.Result, error) {
 	// whatever happens to the loop.
 	procCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
 	defer kill()
+	// The model-only network (the run channel's proxy and nothing else),
+	// unless the node asks for the open one; the model calls go through
+	// the proxy either way, so the real key stays outside.
+	network := engine.NetworkDefault
+	if r.task.Network == engine.NetworkOpen {
+		network = engine.NetworkOpen
+	}
 	p, err := r.sess.Wrap(&engine.Process{
-		Argv: r.inv.argv(), Env: r.inv.env, Mounts: r.inv.mounts(), ReadOnly: r.task.ReadOnly,
+		Argv: r.inv.argv(), Env: r.inv.env, Mounts: r.inv.mounts(), ReadOnly: r.task.ReadOnly, Network: network,
 		Stdin: stdinR, Stdout: stdoutW, Stderr: r.errOut,
 	})
 	if err != nil {
@@ -243,14 +250,10 @@ func (r *run) firstMessage() string {
 	case pauseAwait:
 		return fmt.Sprintf("Your %s call was stopped while the run waited for the operator. %s", asktools.AwaitAnswers, answer)
 	}
-	if allowed(answer) {
+	if asktools.PermissionAllowed(answer) {
 		return fmt.Sprintf("The operator allowed your call to %s with %s. Make the same call again now.", r.saved.Tool, callArgs(r.saved.Input))
 	}
-	text := "The operator refused your call to " + r.saved.Tool
-	if answer != "" && !strings.EqualFold(answer, "deny") && !strings.EqualFold(answer, "no") {
-		text += ": " + answer
-	}
-	return text + ". Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do."
+	return "Your call to " + r.saved.Tool + " was " + asktools.PermissionDeniedText(answer)
 }
 
 // send writes one user message, with an id of its own whose lifecycle
@@ -409,13 +412,13 @@ func (r *run) idle(ctx context.Context) *outcome {
 			return nil
 		}
 	}
-	out, invalid := parseOutput(r.last.Result, r.task.OutputSchema)
+	out, invalid := engine.ParseOutput(r.last.Result, r.task.OutputSchema)
 	if invalid != nil {
 		if r.repaired {
 			return &outcome{err: engine.NewBackendError(engine.CodeSchemaValidation, false, fmt.Errorf("the final answer is not valid output after a repair turn: %v", invalid))}
 		}
 		r.repaired = true
-		if err := r.send(fmt.Sprintf("Your final answer could not be used: %v. Reply with only a JSON object that matches the output schema, and nothing else.", invalid)); err != nil {
+		if err := r.send(engine.OutputRepairPrompt(invalid)); err != nil {
 			return &outcome{err: err}
 		}
 		return nil
@@ -510,10 +513,6 @@ func (r *run) suspend(ctx context.Context, p *pause) (string, error) {
 	return "", errors.New("the run paused for the operator's answer")
 }
 
-// The options of a permission question; an answer that is not allow (or
-// yes) refuses the call.
-var permissionOptions = []engine.Option{{ID: "allow", Label: "allow"}, {ID: "deny", Label: "deny"}}
-
 // permission decides a tool call for the hook: the workflow's policy
 // (nil allows everything), a call the operator allowed on the pause it
 // resumes from, and a question to a person (the run pauses) when the
@@ -534,13 +533,11 @@ func (r *run) permission(ctx context.Context, req runchannel.PermissionRequest) 
 	case permission.Allow:
 		return runchannel.PermissionDecision{Allow: true}, nil
 	case permission.Refuse:
-		return runchannel.PermissionDecision{Reason: fmt.Sprintf(
-			"refused by the workflow's permission policy (%s). Do not try to reach the same effect another way; do the rest of the task, and say in your answer what you could not do.", v.Reason(pol.Mode))}, nil
+		return runchannel.PermissionDecision{Reason: permission.RefusedText(v.Reason(pol.Mode))}, nil
 	}
-	q := fmt.Sprintf("The agent asks to call %s with %s. The workflow's permission policy asks a person first (%s). Answer allow to let it run, or deny (with a reason, if you like) to refuse it.",
-		req.Tool, callArgs(req.Input), v.Reason(pol.Mode))
+	q := asktools.PermissionQuestion(req.Tool, input, v.Reason(pol.Mode))
 	_, err := r.suspend(ctx, &pause{kind: pausePermission, tool: req.Tool, input: req.Input,
-		need: &engine.NeedsInteractionError{Question: q, Options: permissionOptions}})
+		need: &engine.NeedsInteractionError{Question: q, Options: asktools.PermissionOptions()}})
 	return runchannel.PermissionDecision{Reason: "not run: the run paused to ask the operator"}, err
 }
 
@@ -573,13 +570,6 @@ func (r *run) workspacePaths(input map[string]any) map[string]any {
 		}
 	}
 	return out
-}
-
-// allowed reports whether an answer to a permission question allows the
-// call.
-func allowed(answer string) bool {
-	answer = strings.TrimSpace(answer)
-	return strings.EqualFold(answer, "allow") || strings.EqualFold(answer, "yes")
 }
 
 // canonical is a JSON value re-encoded with sorted keys, for comparing
