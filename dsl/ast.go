@@ -13,6 +13,28 @@ type File struct {
 	Profile int
 	// Decls are the top-level declarations in source order.
 	Decls []Decl
+	// Header is the position of the "dsl: N" profile header; invalid when
+	// the file has none.
+	Header Pos
+	// Comments are the file's comments in source order. They mean nothing
+	// to the compiler; the formatter puts each back where it was.
+	Comments []Comment
+
+	// partial is set when the tree is not the whole file: the lexer
+	// reported an error, or the parser skipped tokens to recover from one
+	// (an unsupported declaration's body aside), or a repeated clause
+	// replaced an earlier one. Format refuses such a tree.
+	partial bool
+}
+
+// Comment is one # or ## comment: Text runs from the # to the end of the
+// line, trailing blanks removed. OwnLine is set when the comment is alone on
+// its line, and unset when it trails code.
+type Comment struct {
+	Text    string
+	Start   Pos
+	End     Pos
+	OwnLine bool
 }
 
 // Ident is a name with its position.
