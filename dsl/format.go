@@ -3,7 +3,6 @@ package dsl
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -91,12 +90,41 @@ func errorsOf(name string, ds Diagnostics) error {
 	return errs
 }
 
-var posMark = regexp.MustCompile(`@\d+:\d+`)
-
-// strippedTree prints f's tree without positions: two files with the same
-// strippedTree mean the same.
+// strippedTree prints f's tree without positions (every @line:col): two
+// files with the same strippedTree mean the same.
 func strippedTree(f *File) string {
-	return posMark.ReplaceAllString(f.String(), "")
+	s := f.String()
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '@' {
+			if j := posMarkEnd(s, i+1); j > 0 {
+				i = j - 1
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// posMarkEnd returns the end of "line:col" at s[i:], or 0 when there is none.
+func posMarkEnd(s string, i int) int {
+	digits := func(i int) int {
+		j := i
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i {
+			return 0
+		}
+		return j
+	}
+	j := digits(i)
+	if j == 0 || j >= len(s) || s[j] != ':' {
+		return 0
+	}
+	return digits(j + 1)
 }
 
 func commentTexts(f *File) []string {

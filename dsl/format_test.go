@@ -271,3 +271,41 @@ func FuzzFormat(f *testing.F) {
 		checkFormat(t, "fuzz.bot", src)
 	})
 }
+
+// BenchmarkFormat measures Format (parse, print, and the check that the
+// result parses to the same tree) on the largest shipped example and on
+// the generated 2,000-agent workflow of BenchmarkCompileLarge, with a
+// comment on every agent.
+func BenchmarkFormat(b *testing.B) {
+	paths, _ := filepath.Glob("../examples/*/*.bot")
+	var largest []byte
+	for _, p := range paths {
+		if src, err := os.ReadFile(p); err == nil && len(src) > len(largest) {
+			largest = src
+		}
+	}
+	var sb strings.Builder
+	const n = 2000
+	for i := range n {
+		sb.WriteString("# step " + itoa(i) + "\nagent a" + itoa(i) + ":\n  model: \"anthropic/x\" # the model\n  user: \"step {{vars.v}}\"\n\n")
+	}
+	sb.WriteString("vars:\n  v: string = \"x\"\n\nworkflow w:\n  entry: a0\n")
+	for i := 0; i+1 < n; i++ {
+		sb.WriteString("  a" + itoa(i) + " -> a" + itoa(i+1) + "\n")
+	}
+	sb.WriteString("  a" + itoa(n-1) + " -> done\n")
+	for _, bc := range []struct {
+		name string
+		src  []byte
+	}{{"largest-example", largest}, {"large", []byte(sb.String())}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Format("x.bot", bc.src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -58,7 +58,7 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetOut(a.stdout())
 	root.SetErr(a.stderr())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newSchedulesCmd(), a.newFakeModelCmd(), a.newServeCmd(),
+	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newFmtCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newSchedulesCmd(), a.newFakeModelCmd(), a.newServeCmd(),
 		a.newSandboxExecCmd(), a.newMCPAskUserCmd(), a.newClaudeHookCmd())
 	groupsOnly(root)
 	return root
