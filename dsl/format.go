@@ -189,11 +189,13 @@ func (p *formatter) indent(n int) {
 }
 
 // close ends the current line, whose source text reached end, with the
-// comment that trailed that source line if any.
+// comment that trailed that source line if any. A comment that follows
+// more values on its source line (a list broken after its first line)
+// waits for the last of them.
 func (p *formatter) close(end Pos) {
 	p.lastEnd = max(p.lastEnd, end.Byte)
 	if p.next < len(p.comments) {
-		if c := p.comments[p.next]; !c.OwnLine && c.Start.Line <= end.Line {
+		if c := p.comments[p.next]; !c.OwnLine && c.Start.Line <= end.Line && (c.Start.Byte < end.Byte || onlyPunctuation(p.src[end.Byte:c.Start.Byte])) {
 			p.cur.WriteString(" " + c.Text)
 			p.lastEnd = max(p.lastEnd, c.End.Byte)
 			p.next++
@@ -202,6 +204,12 @@ func (p *formatter) close(end Pos) {
 	p.out.WriteString(strings.TrimRight(p.cur.String(), " "))
 	p.out.WriteByte('\n')
 	p.cur.Reset()
+}
+
+// onlyPunctuation reports whether s holds no value: blanks, separators and
+// brackets.
+func onlyPunctuation(s string) bool {
+	return strings.Trim(s, " \t\r,:|[]{}()") == ""
 }
 
 // blank writes the blank line that belongs before source offset at: one
