@@ -92,6 +92,22 @@
 // at the current version. To change the layout, append a step to
 // migrations.
 //
+// Before the first step, Open writes a backup of the store as it was
+// (Backup's format) to backups/layout-<old version>-<time>.backup in the
+// store's directory, and logs its path: the way back to the previous
+// iterion is to restore it (Restore) into a new directory. Inside the
+// store's directory rather than beside it, because a container's volume
+// is the store's directory and its parent is often not writable. A
+// failed backup leaves the store untouched and Open fails.
+//
+// # Backup and restore
+//
+// Backup streams a consistent snapshot of a live store (Badger's backup
+// stream, after a line naming the layout version); Restore loads one into
+// a new or empty directory only (ErrNotEmpty otherwise), refuses a file
+// that is not a backup (ErrNotBackup) or one of a newer layout, and opens
+// the result once, which migrates a backup of an older layout.
+//
 //	1  the first layout: everything above but meta/layout, prune/, runref/ and dlvpend/
 //	2  meta/layout; the runs of pull requests indexed (runpr/), which
 //	   layout 1 did at every open, marked by meta/index/runpr

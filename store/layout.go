@@ -83,6 +83,12 @@ func (db *DB) upgradeLayout(ctx context.Context, steps []migration) error {
 	case db.readOnly != nil:
 		return fmt.Errorf("its layout (version %d) must be migrated to version %d before this iterion can read it, which writes, but %w", version, current, &diskFullError{dir: db.readOnly.dir, free: db.readOnly.free, need: db.readOnly.need})
 	}
+	// The migration rewrites the store in place: what it was stays in a
+	// backup, for a rollback to the previous iterion.
+	if _, err := db.backupBeforeMigration(ctx, version); err != nil {
+		return fmt.Errorf("its layout (version %d) must be migrated to version %d, and backing it up first failed, so nothing was changed: %w (free space in %s, or run the previous iterion)",
+			version, current, err, db.dir)
+	}
 	for ; version < current; version++ {
 		step := steps[version-1]
 		db.log.Info("store: migrating the layout", "dir", db.dir, "from", version, "to", version+1, "step", step.name)
@@ -100,26 +106,31 @@ func (db *DB) upgradeLayout(ctx context.Context, steps []migration) error {
 // whether the store holds nothing at all.
 func (db *DB) layout(ctx context.Context) (version int, empty bool, err error) {
 	err = db.view(ctx, func(txn *tx) error {
-		var rec layoutRecord
-		switch err := get(txn, layoutKey, &rec); {
-		case err == nil:
-			version = rec.Layout
-			if version < 1 {
-				return fmt.Errorf("%s holds version %d", layoutKey, version)
-			}
-			return nil
-		case !errors.Is(err, engine.ErrNotFound):
-			return err
-		}
-		it := txn.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		it.Rewind()
-		if empty = !it.Valid(); !empty {
-			version = 1
-		}
-		return nil
+		version, empty, err = readLayout(txn)
+		return err
 	})
 	return version, empty, err
+}
+
+// readLayout is layout in a transaction.
+func readLayout(txn *tx) (version int, empty bool, err error) {
+	var rec layoutRecord
+	switch err := get(txn, layoutKey, &rec); {
+	case err == nil:
+		if rec.Layout < 1 {
+			return 0, false, fmt.Errorf("%s holds version %d", layoutKey, rec.Layout)
+		}
+		return rec.Layout, false, nil
+	case !errors.Is(err, engine.ErrNotFound):
+		return 0, false, err
+	}
+	it := txn.NewIterator(badger.IteratorOptions{})
+	defer it.Close()
+	it.Rewind()
+	if !it.Valid() {
+		return 0, true, nil
+	}
+	return 1, false, nil
 }
 
 // setLayout records the layout version, synced.
