@@ -21,6 +21,13 @@
 // A schedule's name holds slashes ("github/acme/app/nightly"): escape
 // them in the path (%2F). A name that is no schedule's is looked for as
 // the end of one ("nightly"), when only one ends so.
+//	GET  /api/store/backup                           the store's backup stream (application/octet-stream)
+//
+// The backup holds everything in the store, so it answers only callers on
+// the local socket (the store's own user, Via "cli"); on TCP it is 403
+// whatever the token. Its body is streamed as the store writes it, never
+// scrubbed or held in memory: a failure once it began cuts the stream
+// short, which the client reports (the file then does not restore).
 //
 // Events are long-polled with wait (a Go duration, such as 30s; at most
 // MaxWait, more is cut to it): when the run has no event after "after",
@@ -87,6 +94,7 @@ type Server struct {
 	log    *slog.Logger
 	launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 	redact *engine.Redactor
+	backup func(ctx context.Context, w io.Writer) error
 	waits  waits
 
 	schedules Schedules
@@ -151,6 +159,9 @@ type Options struct {
 	// Schedules lists and fires the server's schedules for
 	// /api/schedules. nil means the routes are absent.
 	Schedules Schedules
+	// Backup writes a backup of the store to w, for GET /api/store/backup
+	// (store.DB.Backup). nil means the route is absent.
+	Backup func(ctx context.Context, w io.Writer) error
 }
 
 // Schedules are the server's schedules, as the API shows and fires them.
@@ -185,7 +196,7 @@ func NewServer(e runEngine, s engine.Store, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor, schedules: opts.Schedules}
+	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor, schedules: opts.Schedules, backup: opts.Backup}
 }
 
 // Handler returns the API's routes. They answer only requests with a
@@ -209,6 +220,12 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := CallerFrom(r.Context()); !ok {
 			unauthorized(w, "unauthenticated request")
+			return
+		}
+		if r.URL.Path == backupPath {
+			// Streamed as is: a backup is no JSON answer to scrub, and
+			// may be larger than memory.
+			s.serveBackup(w, r)
 			return
 		}
 		scrubBodies(s.redact, mux).ServeHTTP(w, r)

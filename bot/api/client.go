@@ -212,11 +212,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("reading the store owner's reply: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var eb errorBody
-		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
-			eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
-		}
-		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, Fields: eb.Fields}
+		return decodeError(resp, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -224,4 +220,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 	}
 	return nil
+}
+
+// decodeError is the *Error of an error reply whose body is data.
+func decodeError(resp *http.Response, data []byte) error {
+	var eb errorBody
+	if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+		eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
+	}
+	return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, Fields: eb.Fields}
 }
