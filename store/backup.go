@@ -132,11 +132,11 @@ func readBackupHeader(br *bufio.Reader) (BackupInfo, error) {
 // must be missing or empty (else ErrNotEmpty), and opens it once with
 // opts, which migrates a backup of an older layout (taking a backup of
 // it first, as every migration does). On failure what it wrote in dir is
-// removed.
+// removed. Its errors do not repeat that they are a restore's.
 func Restore(dir string, r io.Reader, opts Options) (BackupInfo, error) {
 	var info BackupInfo
 	if dir == "" {
-		return info, errors.New("restoring: no directory given")
+		return info, errors.New("no directory given")
 	}
 	if err := checkEmpty(dir); err != nil {
 		return info, err
@@ -147,19 +147,19 @@ func Restore(dir string, r io.Reader, opts Options) (BackupInfo, error) {
 		return info, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return info, fmt.Errorf("restoring into %s: %w", dir, err)
+		return info, err
 	}
 	if err := load(dir, br, opts); err != nil {
 		clearDir(dir)
-		return info, fmt.Errorf("restoring into %s: %w", dir, err)
+		return info, err
 	}
 	db, err := Open(dir, opts)
 	if err != nil {
 		clearDir(dir)
-		return info, fmt.Errorf("restoring into %s: %w", dir, err)
+		return info, err // names dir
 	}
 	if err := db.Close(); err != nil {
-		return info, fmt.Errorf("restoring into %s: %w", dir, err)
+		return info, err
 	}
 	return info, nil
 }
@@ -193,7 +193,7 @@ func checkEmpty(dir string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("restoring into %s: %w", dir, err)
+		return err
 	case len(entries) > 0:
 		names := make([]string, 0, 3)
 		for _, e := range entries[:min(3, len(entries))] {
@@ -203,7 +203,7 @@ func checkEmpty(dir string) error {
 		if len(entries) > 3 {
 			more = fmt.Sprintf(" and %d more", len(entries)-3)
 		}
-		return fmt.Errorf("restoring into %s: the %w (it holds %s%s): restore into a new or empty directory, and point the server at it (--store-dir, $ITERION_STORE)",
+		return fmt.Errorf("%s: the %w (it holds %s%s): restore into a new or empty directory, and point the server at it (--store-dir, $ITERION_STORE)",
 			dir, ErrNotEmpty, strings.Join(names, ", "), more)
 	}
 	return nil
@@ -250,7 +250,9 @@ func (db *DB) backupBeforeMigration(ctx context.Context, from int) (string, erro
 		_ = os.Remove(path + ".part")
 		return "", err
 	}
-	db.log.Info("store: backed up before migrating the layout; restore it with iterion store restore if the new version must be rolled back",
+	// A warning, not a notice: commands that log only warnings (iterion
+	// run) must say it too, since the store changes under the operator.
+	db.log.Warn("store: migrating the layout; backed up first: restore the backup with iterion store restore to go back to the previous iterion",
 		"dir", db.dir, "layout", from, "backup", path)
 	return path, nil
 }

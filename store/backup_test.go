@@ -215,7 +215,7 @@ func TestMigrationBacksUpFirst(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("the backup's mode is %v, want 0600", st.Mode().Perm())
 	}
-	if !strings.Contains(logged.String(), "backed up before migrating the layout") || !strings.Contains(logged.String(), backup) {
+	if !strings.Contains(logged.String(), "migrating the layout; backed up first") || !strings.Contains(logged.String(), backup) {
 		t.Errorf("the log does not say where the backup is:\n%s", logged.String())
 	}
 	want := viewStore(t, db, func(string) bool { return true })

@@ -117,7 +117,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	opts.Redactor = redact
 	ghCfg.redact = redact
 
-	o, err := a.openOwner(dir, "iterion serve", io.Discard)
+	o, err := a.openOwner(dir, "iterion serve", io.Discard, log)
 	if err != nil {
 		return err
 	}
