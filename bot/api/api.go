@@ -21,6 +21,7 @@
 // A schedule's name holds slashes ("github/acme/app/nightly"): escape
 // them in the path (%2F). A name that is no schedule's is looked for as
 // the end of one ("nightly"), when only one ends so.
+//
 //	GET  /api/store/backup                           the store's backup stream (application/octet-stream)
 //
 // The backup holds everything in the store, so it answers only callers on
