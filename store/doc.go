@@ -14,6 +14,9 @@
 //	ix/<run>/<interaction>             interaction (engine.Interaction) and its creation order
 //	ixpend/<run>/<order>/<interaction> pending async question: the index Pending scans,
 //	                                   oldest first; removed by the answer
+//	openq/<run>/<interaction>          a question open for an answer (async, or a blocking
+//	                                   pause): the index OpenQuestions scans across runs;
+//	                                   removed by the answer and when the run ends
 //	inbox/<run>/<seq>                  queued message for an agent (engine.InboxMessage)
 //	ev/<run>/<seq>                     event log (engine.Event), seq from 1
 //	hist/<run>/<series>/<index>        history entry (engine.HistoryEntry): a node's past output
@@ -115,6 +118,7 @@
 //	   Details; runs are indexed by Ref (runref/), and runpr/ is gone
 //	4  the deliveries still to handle indexed (dlvpend/); handled ones
 //	   keep no payload
+//	5  the open questions of every run indexed (openq/)
 //
 // # Memory
 //

@@ -48,6 +48,7 @@ var migrations = []migration{
 	{"index the runs of pull requests (runpr/)", migrateIndexPRRuns},
 	{"move GitHub's trigger details into the channel's ref and details (runref/)", migrateChannelRefs},
 	{"index the pending deliveries (dlvpend/) and drop the payloads of handled ones", migrateDeliveryIndex},
+	{"index the open questions across runs (openq/)", migrateOpenQuestions},
 }
 
 // layoutOf is the layout version of a store after steps.
@@ -304,6 +305,52 @@ func migrateDeliveryIndex(ctx context.Context, db *DB) error {
 				}
 			}
 			return nil
+		})
+		if err != nil || next == nil {
+			return err
+		}
+		from = next
+	}
+}
+
+// Version 4 to 5: the open questions indexed.
+
+// migrateOpenQuestions indexes every question still pending (but await
+// pauses) of the runs that have not ended, in batches; indexing one twice
+// writes the same entry.
+func migrateOpenQuestions(ctx context.Context, db *DB) error {
+	prefix := []byte("ix/")
+	var from []byte
+	for {
+		var next []byte
+		err := db.update(ctx, false, func(txn *tx) error {
+			next = nil
+			n := 0
+			runs := map[string]*engine.Run{}
+			return scan(txn, prefix, from, func(key []byte, rec *ixRecord) (bool, error) {
+				if n == batchSize || txn.written >= migrationTxnBytes {
+					next = key
+					return false, nil
+				}
+				n++
+				if rec.Interaction == nil || !rec.Pending() || rec.Kind == engine.KindAwait {
+					return true, nil
+				}
+				runID := string(key[len(prefix):])
+				runID, _, _ = strings.Cut(runID, "/")
+				run, seen := runs[runID]
+				if !seen {
+					r, err := getRun(txn, runID)
+					if err != nil && !errors.Is(err, engine.ErrNotFound) {
+						return false, err
+					}
+					run, runs[runID] = r, r
+				}
+				if run == nil || run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
+					return true, nil
+				}
+				return true, putOpenQuestion(txn, runID, rec.Interaction)
+			})
 		})
 		if err != nil || next == nil {
 			return err

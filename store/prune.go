@@ -45,6 +45,7 @@ func runPrefixes(id string) [][]byte {
 		ckptKey(id), // exact key, no other run's: ids never contain "/"
 		ixPrefix(id),
 		pendPrefix(id),
+		openqPrefix(id),
 		inboxPrefix(id),
 		evPrefix(id),
 		[]byte("seq/" + id + "/"),

@@ -239,6 +239,12 @@ func (db *DB) Commit(ctx context.Context, c engine.Change) error {
 				return err
 			}
 		}
+		if run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
+			// Nobody can answer its questions any more.
+			if err := dropOpenQuestions(txn, run.ID); err != nil {
+				return err
+			}
+		}
 		return putOutbox(txn, run, c.Outbox, now)
 	})
 	if err != nil {
@@ -280,7 +286,10 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	default:
 		return err
 	}
-	return put(txn, ixKey(runID, ix.ID), rec)
+	if err := put(txn, ixKey(runID, ix.ID), rec); err != nil {
+		return err
+	}
+	return putOpenQuestion(txn, runID, &ix)
 }
 
 // appendEvents writes events after the run's last one.

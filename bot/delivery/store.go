@@ -273,4 +273,24 @@ type Store interface {
 	// SetSchedulePost records an external id of a schedule's own post
 	// (its tracking issue) under name; the schedule must exist.
 	SetSchedulePost(ctx context.Context, schedule, name, value string) error
+
+	// OpenQuestions lists, newest first (RequestedAt, then run and
+	// interaction id), every question that can still be answered, across
+	// every run: the async questions of runs not finished or failed, and
+	// the blocking question (a form, an ask_user; never an await) of a
+	// run paused on it. Each comes with its run as read with it. Its cost
+	// follows the number of open questions, not of all questions asked.
+	OpenQuestions(ctx context.Context) ([]OpenQuestion, error)
+}
+
+// OpenQuestion is a question that waits for a person's answer, as
+// Store.OpenQuestions lists it.
+type OpenQuestion struct {
+	RunID         string
+	InteractionID string
+	NodeID        string
+	Kind          engine.InteractionKind
+	RequestedAt   time.Time
+	// Run is the question's run; the questions of one run share it.
+	Run *engine.Run
 }
