@@ -158,6 +158,12 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		}
 	}
 	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
+	if req.By != "" {
+		ev.Data["by"] = req.By
+	}
+	if req.Via != "" {
+		ev.Data["via"] = req.Via
+	}
 	if err := e.store.Commit(sctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
 		if errors.Is(err, ErrStopRequested) {
 			return e.stoppedRun(sctx, run.ID) // a Stop won the race
