@@ -55,6 +55,7 @@ type Relay struct {
 	failpoint   func(name string)
 	wake        chan struct{}
 	now         func() time.Time
+	pageURL     string
 
 	checksRefused atomic.Bool // GitHub refused a check run; said once
 
@@ -87,6 +88,10 @@ type RelayOptions struct {
 	// Failpoint, when set, is called with FailOutboxPerformed after each
 	// row is performed, before it is marked done, for crash tests.
 	Failpoint func(name string)
+	// PageURL, when set, is the admin page's public address
+	// (ITERION_PUBLIC_URL): the status comment and the check run link the
+	// run's page there, and each question comment the question's.
+	PageURL string
 }
 
 // The relay's pace by default.
@@ -100,7 +105,7 @@ func NewRelay(o RelayOptions) *Relay {
 	return &Relay{
 		store: o.Store, replies: o.Replies, log: cmpLog(o.Log),
 		poll: cmp.Or(o.Poll, defaultRelayPoll), statusEvery: cmp.Or(o.StatusEvery, defaultStatusEvery),
-		onEnded: o.OnEnded, failpoint: o.Failpoint,
+		onEnded: o.OnEnded, failpoint: o.Failpoint, pageURL: strings.TrimRight(o.PageURL, "/"),
 		wake: make(chan struct{}, 1), now: time.Now,
 		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{}, progress: map[string]*progress{},
 	}

@@ -158,7 +158,7 @@ func TestRelayQuestions(t *testing.T) {
 	}
 	relay.Drain(ctx)
 	q1 := oneBotComment(t, fake, 7, "**Question Q1**")
-	if !strings.Contains(q1.Body, "✅ Answered by `ana` via slack:\n\n> MIT") || strings.Contains(q1.Body, "To answer") || q1.Edits != 1 {
+	if !strings.Contains(q1.Body, "✅ Answered by `ana` via Slack:\n\n> MIT") || strings.Contains(q1.Body, "To answer") || q1.Edits != 1 {
 		t.Errorf("answered question comment (%d edits):\n%s", q1.Edits, q1.Body)
 	}
 	status = fake.BotComments(7, Marker("status-q-1"))

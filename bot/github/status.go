@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,16 @@ type view struct {
 	snap    *engine.Snapshot
 	numbers map[string]int // interaction id → short number on the PR
 	posts   map[string]string
+	page    string // the admin page's public address, "" when none
+}
+
+// pageLink is the admin page's address of path (/runs/<id>, /q/<id>), ""
+// when the page has no public address.
+func (v *view) pageLink(kind, id string) string {
+	if v.page == "" {
+		return ""
+	}
+	return v.page + "/" + kind + "/" + url.PathEscape(id)
 }
 
 func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
@@ -53,7 +64,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &view{run: run}
+	v := &view{run: run, page: r.pageURL}
 	var ok bool
 	if v.at, ok = OriginOf(run); !ok {
 		return nil, fmt.Errorf("run %s was not started from GitHub", runID)
@@ -248,7 +259,7 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	}
 	name := "iterion / " + v.run.Workflow
 	title, _ := statusLook(v.run.Status)
-	out := CheckOutput{Title: title, Summary: renderStatus(v), DetailsURL: v.posts[postStatusURL]}
+	out := CheckOutput{Title: title, Summary: renderStatus(v), DetailsURL: cmp.Or(v.pageLink("runs", v.run.ID), v.posts[postStatusURL])}
 	phase := max(atoi64(v.posts[postCheckPhase]), 1)
 	id := atoi64(v.posts[postCheckRun])
 	if id != 0 && strings.HasPrefix(have, "completed") {
@@ -307,6 +318,9 @@ func renderStatus(v *view) string {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", title)
+	if link := v.pageLink("runs", run.ID); link != "" {
+		fmt.Fprintf(&b, "[See the run on iterion's admin page](%s). ", link)
+	}
 	switch a := run.Trigger.Actor; {
 	case v.at.Schedule != "" && strings.HasPrefix(v.at.Tick, "manual-"):
 		fmt.Fprintf(&b, "Started by schedule `%s`, fired by hand. ", inert(shortSchedule(v.at.Schedule)))
@@ -560,7 +574,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(cmp.Or(ix.Via, "unknown"), 100), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(viaWords(ix.Via), 100), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {
@@ -577,6 +591,9 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		b.WriteString(" with your answer")
 	}
 	fmt.Fprintf(&b, ", or comment:\n\n```\n/iterion answer %s <your answer>\n```\n", qid)
+	if link := v.pageLink("q", ix.ID); link != "" {
+		fmt.Fprintf(&b, "\nOr answer it on [iterion's admin page](%s).\n", link)
+	}
 	if ix.Kind == engine.KindAsync {
 		b.WriteString("\nThe agent keeps working meanwhile and reads the answer at its next turn.\n")
 	} else {

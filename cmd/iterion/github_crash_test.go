@@ -342,7 +342,7 @@ func TestGitHubCrashAfterAnswerCommitted(t *testing.T) {
 	}
 	h.fake.WaitFor(30*time.Second, "Q1's comment to say it was answered", func() bool {
 		cs := h.fake.BotComments(7, "<!-- iterion:question-"+q1+" -->")
-		return len(cs) == 1 && strings.Contains(cs[0].Body, "✅ Answered by `ana` via github:\n\n> MIT")
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "✅ Answered by `ana` via GitHub:\n\n> MIT")
 	})
 	// The delivery that brought the answer was not marked handled, so the
 	// restarted serve handles it again: it takes no second answer, and it

@@ -370,7 +370,7 @@ func TestServeGitHubReviewEndToEnd(t *testing.T) {
 		return len(cr) == 2 && cr[1].Status == "completed" && cr[1].Conclusion == "success"
 	})
 	h.fake.WaitFor(30*time.Second, "the question comment to say who answered", func() bool {
-		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> Yes, the docs too")) == 1
+		return len(h.fake.BotComments(7, "✅ Answered by `ana` via GitHub:\n\n> Yes, the docs too")) == 1
 	})
 	// The finished run's checkout goes; the store keeps its record.
 	ws := filepath.Join(h.store, "workspaces", runID)
@@ -452,7 +452,7 @@ func TestServeGitHubReconcilesAnswersMadeWhileDown(t *testing.T) {
 		return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", answer.ID))
 	})
 	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusFinished)
-	h.botComment("Answered by `ana` via github:\n\n> release")
+	h.botComment("Answered by `ana` via GitHub:\n\n> release")
 	refusals := h.fake.BotComments(7, "@bo thank you, but only people with write permission")
 	if len(refusals) != 1 {
 		t.Errorf("%d refusals to bo, want 1", len(refusals))
@@ -603,7 +603,7 @@ workflow w:
 	h.fake.WaitFor(30*time.Second, "👍 on the form's answer", func() bool { return slices.Contains(h.fake.Reactions(), fmt.Sprintf("%d:+1", good)) })
 	waitRunStatus(h.t, h.base, h.token, runID, engine.StatusFinished)
 	h.fake.WaitFor(30*time.Second, "the form's comment to say who answered", func() bool {
-		return len(h.fake.BotComments(7, "✅ Answered by `ana` via github:\n\n> approved: true\n> reason: tests pass")) == 1
+		return len(h.fake.BotComments(7, "✅ Answered by `ana` via GitHub:\n\n> approved: true\n> reason: tests pass")) == 1
 	})
 	h.fake.WaitFor(30*time.Second, "the final status", func() bool {
 		cs := h.fake.BotComments(7, "<!-- iterion:status-"+runID+" -->")

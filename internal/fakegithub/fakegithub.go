@@ -2,10 +2,12 @@
 // by httptest on the real paths the bot uses: the App's installations and
 // their repositories, installation tokens, contents, branches,
 // collaborator permissions, issues, pull requests (read, listed,
-// created), issue comments and their reactions, check runs, and
+// created), issue comments and their reactions, check runs,
 // repositories over git's smart HTTP (the real git http-backend, fetches
-// and pushes). It keeps state like GitHub does, answers GitHub's
-// documented errors (a missing permission, a validation failure), records
+// and pushes), and the App's user OAuth web flow with the calls a user
+// token makes (who they are, their memberships). It keeps state like
+// GitHub does, answers GitHub's documented errors (a missing permission,
+// a validation failure), records
 // every call, and fails the test on any call it does not serve.
 package fakegithub
 
@@ -20,6 +22,7 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +67,22 @@ type PR struct {
 	// fork was deleted.
 	HeadRepoDeleted bool
 }
+
+// OAuth is the fake's side of the App's user OAuth web flow.
+type OAuth struct {
+	// ClientID and ClientSecret are the App's credentials the flow
+	// requires.
+	ClientID, ClientSecret string
+	// SignIn is who authorizes the App on GitHub's authorize page, as if
+	// they had signed in there; "" makes the page answer 403.
+	SignIn string
+	// Orgs and Teams ("org/slug") list their active members by login.
+	Orgs, Teams map[string][]string
+}
+
+// UserTokenPrefix starts the user access tokens the fake hands out, as
+// GitHub's do (ghu_).
+const UserTokenPrefix = "ghu_fake"
 
 // Installation is what the token endpoint answers for the installation,
 // as GitHub does.
@@ -129,6 +148,10 @@ type Server struct {
 	// Issues are the issues that are not pull requests, by number (PRs
 	// and issues share the numbers, as on GitHub).
 	Issues map[int]*Issue
+	// OAuth is the App's user OAuth web flow, served on GitHub's paths
+	// under the web address GitURL (/login/oauth/authorize and
+	// /login/oauth/access_token) and the API's (/user, the memberships).
+	OAuth OAuth
 	// Clock gives the time of the comments the fake writes (the bot's,
 	// and people's added "now"), which the bot reads back when it lists
 	// comments since a time. A test that pins the bot's clock to a date
@@ -149,7 +172,14 @@ type Server struct {
 	gitRoot      string
 	// perms are the installation's permissions (contents, pull_requests,
 	// issues): write unless SetPermission says otherwise.
-	perms map[string]string
+	perms      map[string]string
+	codes      map[string]oauthCode // sign-in codes handed out, until exchanged
+	userTokens map[string]string    // user access token → login
+}
+
+// oauthCode is a code the authorize page handed out.
+type oauthCode struct {
+	login, redirect string
 }
 
 // New starts a fake serving owner/repo on branch main.
@@ -501,8 +531,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.changedLocked()
 		s.mu.Unlock()
 	}()
+	if strings.HasPrefix(r.URL.Path, "/git/login/oauth/") {
+		s.oauth(rec, r, strings.TrimPrefix(r.URL.Path, "/git/login/oauth/"))
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/git/") {
 		s.git(rec, r)
+		return
+	}
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer "+UserTokenPrefix) || strings.HasPrefix(a, "token "+UserTokenPrefix) {
+		s.asUser(rec, r, a[strings.Index(a, " ")+1:])
 		return
 	}
 	s.mu.Lock()
@@ -1220,4 +1258,98 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
 	s.PRs[n] = pr
 	s.changedLocked()
 	writeJSON(w, http.StatusCreated, s.pullJSON(n, pr))
+}
+
+// oauth serves GitHub's web side of the user OAuth flow: the authorize
+// page (which, as if OAuth.SignIn had signed in and approved, sends the
+// browser back with a code) and the exchange of the code for a token.
+func (s *Server) oauth(w http.ResponseWriter, r *http.Request, what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.codes == nil {
+		s.codes, s.userTokens = map[string]oauthCode{}, map[string]string{}
+	}
+	switch {
+	case what == "authorize" && r.Method == http.MethodGet:
+		q := r.URL.Query()
+		if q.Get("client_id") != s.OAuth.ClientID || s.OAuth.ClientID == "" {
+			http.Error(w, "The client_id is not that of an App", http.StatusNotFound)
+			return
+		}
+		if s.OAuth.SignIn == "" {
+			http.Error(w, "The user did not authorize the App", http.StatusForbidden)
+			return
+		}
+		redirect, err := url.Parse(q.Get("redirect_uri"))
+		if err != nil || redirect.Host == "" {
+			http.Error(w, "The redirect_uri is missing or not absolute", http.StatusBadRequest)
+			return
+		}
+		s.nextID++
+		code := fmt.Sprintf("code%d", s.nextID)
+		s.codes[code] = oauthCode{login: s.OAuth.SignIn, redirect: redirect.String()}
+		back := redirect.Query()
+		back.Set("code", code)
+		back.Set("state", q.Get("state"))
+		redirect.RawQuery = back.Encode()
+		http.Redirect(w, r, redirect.String(), http.StatusFound)
+	case what == "access_token" && r.Method == http.MethodPost:
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad_request"})
+			return
+		}
+		if r.Header.Get("Accept") != "application/json" {
+			s.t.Errorf("fake GitHub: the token exchange asks for %q, not application/json", r.Header.Get("Accept"))
+		}
+		if r.PostForm.Get("client_id") != s.OAuth.ClientID || r.PostForm.Get("client_secret") != s.OAuth.ClientSecret {
+			// GitHub answers 200 with the error.
+			writeJSON(w, http.StatusOK, map[string]any{"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})
+			return
+		}
+		c, ok := s.codes[r.PostForm.Get("code")]
+		if !ok || c.redirect != r.PostForm.Get("redirect_uri") {
+			writeJSON(w, http.StatusOK, map[string]any{"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})
+			return
+		}
+		delete(s.codes, r.PostForm.Get("code"))
+		s.nextID++
+		token := fmt.Sprintf("%s%036d", UserTokenPrefix, s.nextID)
+		s.userTokens[token] = c.login
+		writeJSON(w, http.StatusOK, map[string]any{"access_token": token, "token_type": "bearer", "scope": "", "expires_in": 28800})
+	default:
+		s.unserved(w, r)
+	}
+}
+
+// asUser serves the API calls made with a user access token: who the user
+// is, and their memberships.
+func (s *Server) asUser(w http.ResponseWriter, r *http.Request, token string) {
+	s.mu.Lock()
+	login, ok := s.userTokens[token]
+	orgs, teams := s.OAuth.Orgs, s.OAuth.Teams
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "Bad credentials", "rest")
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	member := func(list []string) bool { return slices.Contains(list, login) }
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/user":
+		writeJSON(w, http.StatusOK, map[string]any{"login": login, "id": 1, "type": "User"})
+	case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "user" && parts[1] == "memberships" && parts[2] == "orgs":
+		if !member(orgs[parts[3]]) {
+			writeError(w, http.StatusNotFound, "Not Found", "rest/orgs/members#get-an-organization-membership-for-the-authenticated-user")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"state": "active", "role": "member", "organization": map[string]any{"login": parts[3]}})
+	case r.Method == http.MethodGet && len(parts) == 6 && parts[0] == "orgs" && parts[2] == "teams" && parts[4] == "memberships":
+		if !slices.Contains(teams[parts[1]+"/"+parts[3]], parts[5]) {
+			writeError(w, http.StatusNotFound, "Not Found", "rest/teams/members#get-team-membership-for-a-user")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"state": "active", "role": "member"})
+	default:
+		s.unserved(w, r)
+	}
 }
