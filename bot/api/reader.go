@@ -73,7 +73,7 @@ type Question struct {
 }
 
 // Pending reports whether q still waits for its answer.
-func (q *Question) Pending() bool { return q.AnsweredAt.IsZero() }
+func (q Question) Pending() bool { return q.AnsweredAt.IsZero() }
 
 // AuditEntry is one step of a question's life.
 type AuditEntry struct {

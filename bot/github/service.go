@@ -108,6 +108,9 @@ type ServiceOptions struct {
 	// (ITERION_PUBLIC_URL): a pull request of a run's changes links the
 	// run there.
 	PublicURL string
+	// PageURL, when set, is the admin page's public address: the runs'
+	// posts link their pages there (RelayOptions.PageURL).
+	PageURL string
 }
 
 // Service is the GitHub App's part of a server: the webhook intake, the
@@ -157,7 +160,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	}
 	s.replies = NewCommenter(CommenterOptions{Client: app.Installation, Pace: cmp.Or(opts.WritePace, DefaultWritePace),
 		Login: login, AppID: app.ID(), Redactor: opts.Redactor})
-	s.relay = NewRelay(RelayOptions{Store: db, Replies: s.replies, Log: log, OnEnded: s.ended, Failpoint: opts.Failpoint})
+	s.relay = NewRelay(RelayOptions{Store: db, Replies: s.replies, Log: log, OnEnded: s.ended, Failpoint: opts.Failpoint, PageURL: opts.PageURL})
 	gitURL := strings.TrimRight(cmp.Or(opts.GitURL, DefaultGitURL), "/")
 	// The engine's doors reach the launcher and the handler once Run is
 	// given them, before the first delivery is handled.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/page"
 	"github.com/iterion-bot/iterion/bot/repoconfig"
 	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
@@ -127,6 +128,8 @@ type serveConfig struct {
 	// Schedules are the server's own schedules: a workflow file of the
 	// server started on a cron spec.
 	Schedules []serverSchedule `yaml:"schedules"`
+	// Page is the admin page's; see pageSettings.
+	Page pageFile `yaml:"page"`
 
 	// file is the config file read, "" when none.
 	file string
@@ -156,6 +159,23 @@ type githubFile struct {
 	// KeepWorkspaces is how long the checkout of a run that stopped but
 	// could still be resumed (cancelled, failed resumably) is kept.
 	KeepWorkspaces time.Duration `yaml:"keep_workspaces"`
+	// ClientID is the App's OAuth client id, for the admin page's sign-in
+	// with GitHub; $ITERION_GITHUB_CLIENT_ID overrides it. Its secret
+	// comes only from $ITERION_GITHUB_CLIENT_SECRET.
+	ClientID string `yaml:"client_id"`
+}
+
+// pageFile is the admin page's part of the config file.
+type pageFile struct {
+	// PublicURL is the page's address as people reach it;
+	// $ITERION_PUBLIC_URL overrides it.
+	PublicURL string `yaml:"public_url"`
+	// AllowedOrgs and AllowedTeams ("org/team-slug") are who may sign in
+	// with GitHub: members of one of them. Both empty: any GitHub user.
+	AllowedOrgs  []string `yaml:"allowed_orgs"`
+	AllowedTeams []string `yaml:"allowed_teams"`
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration `yaml:"session_ttl"`
 }
 
 // serverSchedule is one of the server's schedules (see docs/schedules.md).
@@ -206,6 +226,7 @@ func defaultServeConfig() serveConfig {
 		GitHub:        githubFile{GitURL: ghbot.DefaultGitURL, Workers: ghbot.DefaultWorkers, KeepWorkspaces: ghbot.DefaultKeepWorkspaces},
 		Sandbox:       sandboxSettings{WorkspaceQuotaMB: defaultWorkspaceQuotaMB},
 		Webhooks:      webhookSettings{MemoryMB: delivery.DefaultBodyBytes >> 20, Bodies: delivery.DefaultBodies, BodyTimeout: delivery.DefaultBodyTimeout},
+		Page:          pageFile{SessionTTL: page.DefaultSessionTTL},
 	}
 }
 
@@ -298,7 +319,13 @@ var secretKeys = map[string]string{
 	"private_key":    "ITERION_GITHUB_PRIVATE_KEY",
 	"api_token":      "ITERION_API_TOKEN",
 	"api.token":      "ITERION_API_TOKEN",
+	"admin_token":    "ITERION_ADMIN_TOKEN",
+	"page.token":     "ITERION_ADMIN_TOKEN",
+	"client_secret":  "ITERION_GITHUB_CLIENT_SECRET",
 }
+
+// ghName is the shape of a GitHub login or team slug.
+var ghName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 
 // envName is the shape of an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -463,6 +490,28 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 	"schedules.grace": func(at string, v reflect.Value) string {
 		if d := time.Duration(v.Int()); d < time.Minute || d > repoconfig.MaxGrace {
 			return at + fmt.Sprintf(": write a duration from 1m to %s, like %s", durationText(repoconfig.MaxGrace), durationText(schedule.DefaultGrace))
+		}
+		return ""
+	},
+	"page.public_url": func(at string, v reflect.Value) string {
+		return checkURL(at, v.String(), "https://iterion.example.com")
+	},
+	"page.allowed_orgs": func(at string, v reflect.Value) string {
+		if !ghName.MatchString(v.String()) {
+			return at + ": write an organization's login, like acme"
+		}
+		return ""
+	},
+	"page.allowed_teams": func(at string, v reflect.Value) string {
+		org, team, ok := strings.Cut(v.String(), "/")
+		if !ok || !ghName.MatchString(org) || !ghName.MatchString(team) {
+			return at + ": write org/team-slug, like acme/maintainers"
+		}
+		return ""
+	},
+	"page.session_ttl": func(at string, v reflect.Value) string {
+		if d := time.Duration(v.Int()); d < time.Minute || d > 30*24*time.Hour {
+			return at + ": write a duration from 1m to 720h, like 12h"
 		}
 		return ""
 	},

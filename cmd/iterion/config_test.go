@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules, page)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -33,7 +33,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"unknown key, swapped letters in a section", "log:\n  levle: debug\n",
 			`serve.yml:2:3: unknown key "levle" in log: did you mean "level"? (the keys in log are level, format)`},
 		{"unknown key, hyphen for underscore", "github:\n  app-id: 12\n",
-			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file, keep_workspaces)`},
+			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file, keep_workspaces, client_id)`},
 		{"unknown key of another section", "workers: 8\n",
 			`serve.yml:1:1: unknown key "workers": did you mean github.workers? It goes in the github section`},
 		{"unknown key of the top level in a section", "github:\n  addr: :1\n",
@@ -69,7 +69,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, webhooks, secrets, workflow_env, api, schedules, page, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -223,6 +223,11 @@ schedules:
     grace: 2h
     report:
       slack: "#docs"
+page:
+  public_url: https://iterion.example.com
+  allowed_orgs: [acme]
+  allowed_teams: [acme/maintainers]
+  session_ttl: 8h
 `
 	for _, tc := range []struct {
 		name, in string
@@ -245,6 +250,7 @@ schedules:
 			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},
 			Schedules: []serverSchedule{{Name: "docs", Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Workflow: filepath.Join(dir, "workflows", "docs.bot"),
 				Vars: map[string]string{"branch": "main"}, Overlap: "queue", Grace: 2 * time.Hour, Report: serverReport{Slack: "#docs"}}},
+			Page: pageFile{PublicURL: "https://iterion.example.com", AllowedOrgs: []string{"acme"}, AllowedTeams: []string{"acme/maintainers"}, SessionTTL: 8 * time.Hour},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
@@ -254,6 +260,7 @@ schedules:
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, PrivateKeyFile: filepath.Join(dir, "keys", "app.pem"), KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
+			Page:          pageFile{SessionTTL: 12 * time.Hour},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
@@ -263,6 +270,7 @@ schedules:
 			GitHub:        githubFile{GitURL: "https://github.com", Workers: 4, KeepWorkspaces: 168 * time.Hour},
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
+			Page:          pageFile{SessionTTL: 12 * time.Hour},
 		}},
 	} {
 		// Serial: the cases share one config file.

@@ -30,6 +30,9 @@ type githubConfig struct {
 	// redact scrubs the server's secrets from whatever the App writes on
 	// GitHub; serve sets it.
 	redact *engine.Redactor
+	// pageURL is the admin page's public address, which the App's posts
+	// link; serve sets it.
+	pageURL string
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -85,7 +88,7 @@ func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, 
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
-		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies,
+		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, PageURL: cfg.pageURL,
 		DSL: a.dslOptions(),
 	})
 }

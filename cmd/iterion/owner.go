@@ -59,6 +59,9 @@ type owner struct {
 	apiHandler http.Handler
 	// schedules, set before start (serve), serves /api/schedules.
 	schedules api.Schedules
+	// place, when set before start, says where a run belongs for the API's
+	// repo filters (serve: a GitHub run's repository).
+	place func(*engine.Run) api.Place
 
 	closing  sync.Once
 	closeErr error
@@ -129,7 +132,7 @@ func (a *App) openOwner(dir, command string, notices io.Writer, log *slog.Logger
 func (o *owner) start(opts engine.Options, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) error {
 	opts.Store = o.db
 	o.engine = engine.New(opts)
-	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor, Schedules: o.schedules, Backup: o.db.Backup})
+	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor, Schedules: o.schedules, Backup: o.db.Backup, Place: o.place})
 	o.apiHandler = o.api.Handler()
 	// We hold the store, so a socket and token already there are a dead
 	// owner's: ServeLocal replaces them.

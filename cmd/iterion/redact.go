@@ -13,10 +13,12 @@ import (
 // secrets: the model keys the backends read (claw's, and the Anthropic
 // token CLI agents take), the API token, the GitHub App's webhook secret
 // and its private key (PEM text; a path there names the file whose
-// contents are the secret).
+// contents are the secret), the admin page's admin token and the App's
+// OAuth client secret.
 var secretEnvs = []string{
 	"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
 	"ITERION_API_TOKEN", "ITERION_GITHUB_WEBHOOK_SECRET", "ITERION_GITHUB_PRIVATE_KEY",
+	"ITERION_ADMIN_TOKEN", "ITERION_GITHUB_CLIENT_SECRET",
 }
 
 // envRedactor returns the Redactor of the secrets in this process's

@@ -20,6 +20,7 @@ import (
 	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/page"
 	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
@@ -97,6 +98,17 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	redact := a.serveRedactor(cfg, log)
 	a.workflowAllow, a.workflowSecrets = cfg.WorkflowEnv, cfg.Secrets
 	log = slog.New(engine.RedactingHandler(log.Handler(), redact))
+	// The admin page's token and session key, from the environment or the
+	// store directory; a token serve made is a secret like the others.
+	secrets, err := a.pageSecrets(dir)
+	if err != nil {
+		return err
+	}
+	redact.Add(secrets.token)
+	public, err := a.publicURL(cfg)
+	if err != nil {
+		return err
+	}
 	ghCfg, withGitHub, err := a.githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
 		return err
@@ -116,6 +128,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	opts.Logger = log
 	opts.Redactor = redact
 	ghCfg.redact = redact
+	ghCfg.pageURL = public
 
 	o, err := a.openOwner(dir, "iterion serve", io.Discard, log)
 	if err != nil {
@@ -155,9 +168,14 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		}
 		launchers["github"] = gh.ScheduleLauncher()
 	}
+	// The page is made once the engine is, before any run goes on.
+	var pg *page.Server
 	opts.OnEvent = func(ev engine.Event) {
 		if gh != nil {
 			gh.OnEvent(ev)
+		}
+		if pg != nil {
+			pg.OnEvent(ev)
 		}
 		switch ev.Type {
 		case engine.EventRunFinished, engine.EventRunFailed:
@@ -171,7 +189,11 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		c, _ := api.CallerFrom(ctx)
 		return a.launchRun(ctx, o, req, c.Name)
 	}
+	o.place = runPlace
 	if err := o.start(opts, launch); err != nil {
+		return err
+	}
+	if pg, err = a.newPage(cfg, ghCfg, gh, o, secrets, public, log); err != nil {
 		return err
 	}
 	// Runs go on in the engine's run group; at the end the server gives
@@ -224,6 +246,8 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	} else {
 		log.Info("the REST API is served on the unix socket only; set ITERION_API_TOKEN to serve it on " + addr)
 	}
+	// The admin page: everything the routes above do not serve.
+	mux.Handle("/", pg.Handler())
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
@@ -236,6 +260,9 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: api.MaxWait + 30*time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), cfg.Store)
+	if secrets.tokenFile != "" {
+		fmt.Fprintf(stdout, "admin page: sign in with the admin token in %s\n", secrets.tokenFile)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -246,6 +273,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	log.Info("stopping: no new requests; waiting for the runs in flight")
 	// Waiting clients are told now: Shutdown would wait for them.
 	o.api.Close()
+	pg.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
