@@ -213,7 +213,7 @@ type row struct {
 type field struct {
 	// Kind is radios, text, textarea or number.
 	Kind, Name, ID, Label, Hint, Value, Step string
-	Options                                 []choice
+	Options                                  []choice
 }
 
 // choice is one radio button.
