@@ -82,7 +82,7 @@ func (s *Server) funcs() template.FuncMap {
 		"via":    viaWords,
 		"add":    func(a, b int) int { return a + b },
 		"json":   prettyJSON,
-		"status": statusWords,
+		"status": func(s any) string { return statusWords(engine.Status(fmt.Sprint(s))) },
 		"join":   strings.Join,
 	}
 }

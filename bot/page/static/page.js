@@ -31,6 +31,7 @@
     const es = new EventSource(live);
     es.addEventListener("hello", function () {
       if (lostOnce) location.reload(); // what changed while we were away
+      body.setAttribute("data-connected", "");
     });
     es.addEventListener("error", function () { lostOnce = true; });
     es.addEventListener("resync", function () { location.reload(); });
