@@ -349,7 +349,7 @@ func migrateOpenQuestions(ctx context.Context, db *DB) error {
 				if run == nil || run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
 					return true, nil
 				}
-				return true, putOpenQuestion(txn, runID, rec.Interaction)
+				return true, putOpenQuestion(txn, runID, rec.Interaction, nil)
 			})
 		})
 		if err != nil || next == nil {

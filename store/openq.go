@@ -5,17 +5,20 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"slices"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
 // Open questions: the index of every question that waits for a person,
 // across every run, for the admin page and GET /api/questions. It holds
-// one small entry per open question, written and deleted in the same
-// transaction as the question's own record:
+// one entry per open question, all in its key, written and deleted in the
+// same transaction as the question's own record:
 //
 //   - PostQuestion adds an async question's entry, Answer removes it;
 //   - Commit adds a blocking question's entry (a human node's form, an
@@ -25,32 +28,44 @@ import (
 //     whose questions nobody can answer any more; Prune removes what is
 //     left of a run it removes.
 
-func openqPrefix(run string) []byte  { return []byte("openq/" + run + "/") }
-func openqKey(run, ix string) []byte { return []byte("openq/" + run + "/" + ix) }
+func openqPrefix(run string) []byte { return []byte("openq/" + run + "/") }
+
+// openqKey is openq/<run>/<asked, unix ns, 20 digits>/<kind>/<interaction>:
+// everything the list sorts and filters by is in the key, so listing reads
+// no value. The kind is a for async, b for blocking.
+func openqKey(run string, ix *engine.Interaction) []byte {
+	kind := "b"
+	if ix.Kind == engine.KindAsync {
+		kind = "a"
+	}
+	return []byte("openq/" + run + "/" + pad(ix.RequestedAt.UnixNano()) + "/" + kind + "/" + ix.ID)
+}
 
 var openqAll = []byte("openq/")
-
-// openqRecord is the value of an open question's entry: what sorting and
-// filtering need without reading the interaction.
-type openqRecord struct {
-	NodeID      string                 `json:"node_id"`
-	Kind        engine.InteractionKind `json:"kind"`
-	RequestedAt time.Time              `json:"requested_at"`
-}
 
 // OpenQuestion is a question that waits for an answer.
 type OpenQuestion = delivery.OpenQuestion
 
+// openqValue is the value of every entry: the key says it all.
+var openqValue = struct{}{}
+
 // putOpenQuestion indexes interaction ix of run as open, or removes it
-// from the index once answered. Await pauses are never indexed.
-func putOpenQuestion(txn *tx, runID string, ix *engine.Interaction) error {
+// from the index once answered; old, when set, is the record ix replaces
+// (a blocking question asked again), whose entry goes. Await pauses are
+// never indexed.
+func putOpenQuestion(txn *tx, runID string, ix, old *engine.Interaction) error {
+	if old != nil && old.Kind != engine.KindAwait {
+		if err := txn.Delete(openqKey(runID, old)); err != nil {
+			return err
+		}
+	}
 	if ix.Kind == engine.KindAwait {
 		return nil
 	}
 	if !ix.Pending() {
-		return txn.Delete(openqKey(runID, ix.ID))
+		return txn.Delete(openqKey(runID, ix))
 	}
-	return put(txn, openqKey(runID, ix.ID), openqRecord{NodeID: ix.NodeID, Kind: ix.Kind, RequestedAt: ix.RequestedAt})
+	return put(txn, openqKey(runID, ix), openqValue)
 }
 
 // dropOpenQuestions removes the index entries of a run.
@@ -81,28 +96,32 @@ func (db *DB) OpenQuestions(ctx context.Context) ([]OpenQuestion, error) {
 	err := db.view(ctx, func(txn *tx) error {
 		out = nil
 		runs := map[string]*engine.Run{}
-		return scan(txn, openqAll, nil, func(key []byte, rec *openqRecord) (bool, error) {
-			runID, ixID, ok := splitOpenqKey(key)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: openqAll})
+		defer it.Close()
+		for it.Seek(openqAll); it.ValidForPrefix(openqAll); it.Next() {
+			key := it.Item().Key()
+			q, ok := splitOpenqKey(key)
 			if !ok {
-				return false, fmt.Errorf("decoding %s: not an open question's key", key)
+				return fmt.Errorf("decoding %s: not an open question's key", key)
 			}
-			run, seen := runs[runID]
+			run, seen := runs[q.RunID]
 			if !seen {
-				r, err := getRun(txn, runID)
+				r, err := getRun(txn, q.RunID)
 				if err != nil {
-					return false, fmt.Errorf("open question %s: %w", ixID, err)
+					return fmt.Errorf("open question %s: %w", q.InteractionID, err)
 				}
-				run, runs[runID] = r, r
+				run, runs[q.RunID] = r, r
 			}
 			switch {
 			case run.Status == engine.StatusFinished || run.Status == engine.StatusFailed:
-				return true, nil
-			case rec.Kind == engine.KindBlocking && run.Status != engine.StatusPausedWaitingHuman:
-				return true, nil
+				continue
+			case q.Kind == engine.KindBlocking && run.Status != engine.StatusPausedWaitingHuman:
+				continue
 			}
-			out = append(out, OpenQuestion{RunID: runID, InteractionID: ixID, NodeID: rec.NodeID, Kind: rec.Kind, RequestedAt: rec.RequestedAt, Run: run})
-			return true, nil
-		})
+			q.Run = run
+			out = append(out, q)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the open questions: %w", err)
@@ -113,14 +132,27 @@ func (db *DB) OpenQuestions(ctx context.Context) ([]OpenQuestion, error) {
 	return out, nil
 }
 
-// splitOpenqKey reads openq/<run>/<interaction>: run ids hold no '/', and
-// an interaction id may not either (it is a key's last part).
-func splitOpenqKey(key []byte) (run, ix string, ok bool) {
+// splitOpenqKey reads openq/<run>/<asked>/<kind>/<interaction>: run ids
+// hold no '/', and the time and the kind are of fixed width.
+func splitOpenqKey(key []byte) (OpenQuestion, bool) {
+	var q OpenQuestion
 	rest := string(key[len(openqAll):])
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '/' {
-			return rest[:i], rest[i+1:], i > 0 && i+1 < len(rest)
-		}
+	run, rest, ok := strings.Cut(rest, "/")
+	if !ok || len(rest) < 20+1+1+1+1 || rest[20] != '/' || rest[22] != '/' {
+		return q, false
 	}
-	return "", "", false
+	ns, err := strconv.ParseInt(rest[:20], 10, 64)
+	if err != nil {
+		return q, false
+	}
+	q.RunID, q.InteractionID, q.RequestedAt = run, rest[23:], time.Unix(0, ns).UTC()
+	switch rest[21] {
+	case 'a':
+		q.Kind = engine.KindAsync
+	case 'b':
+		q.Kind = engine.KindBlocking
+	default:
+		return q, false
+	}
+	return q, run != ""
 }

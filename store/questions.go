@@ -80,7 +80,7 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 		if err := put(txn, pendKey(run.ID, order, ix.ID), pendingRecord{InteractionID: ix.ID, NodeID: ix.NodeID}); err != nil {
 			return err
 		}
-		if err := putOpenQuestion(txn, run.ID, ix); err != nil {
+		if err := putOpenQuestion(txn, run.ID, ix, nil); err != nil {
 			return err
 		}
 		ev := engine.Event{
@@ -195,7 +195,7 @@ func (db *DB) Answer(ctx context.Context, a engine.AnswerRequest) (*engine.Answe
 		if err := txn.Delete(pendKey(run.ID, rec.Order, ix.ID)); err != nil {
 			return err
 		}
-		if err := putOpenQuestion(txn, run.ID, ix); err != nil {
+		if err := putOpenQuestion(txn, run.ID, ix, nil); err != nil {
 			return err
 		}
 		seq, err := reserve(txn, run.ID, counterInbox, 1)

@@ -273,8 +273,10 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	}
 	rec := ixRecord{Interaction: &ix}
 	old, err := getInteraction(txn, runID, ix.ID)
+	var replaced *engine.Interaction
 	switch {
 	case err == nil:
+		replaced = old.Interaction
 		if old.Kind == engine.KindAsync {
 			return fmt.Errorf("interaction %s is async: only PostQuestion and Answer write those", ix.ID)
 		}
@@ -289,7 +291,7 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	if err := put(txn, ixKey(runID, ix.ID), rec); err != nil {
 		return err
 	}
-	return putOpenQuestion(txn, runID, &ix)
+	return putOpenQuestion(txn, runID, &ix, replaced)
 }
 
 // appendEvents writes events after the run's last one.

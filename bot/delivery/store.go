@@ -288,7 +288,6 @@ type Store interface {
 type OpenQuestion struct {
 	RunID         string
 	InteractionID string
-	NodeID        string
 	Kind          engine.InteractionKind
 	RequestedAt   time.Time
 	// Run is the question's run; the questions of one run share it.
