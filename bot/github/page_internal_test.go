@@ -57,3 +57,30 @@ func TestPagePermissions(t *testing.T) {
 		t.Errorf("a CLI run: %v %q", ok, why)
 	}
 }
+
+// With the admin page's public address, the status comment and the check
+// run link the run's page, and the question comment the question's.
+func TestRelayLinksThePage(t *testing.T) {
+	world := newWorld(t)
+	db, fake := world.db, world.fake
+	ctx := context.Background()
+	run := createPRRun(t, db, "q-page")
+	ix, err := db.PostQuestion(ctx, engine.PostRequest{RunID: run.ID, NodeID: "draft", Questions: map[string]any{engine.QuestionKey: "Which licence?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRelay(RelayOptions{Store: db, Replies: world.commenter(), Log: testLog(t), PageURL: "https://iterion.example.com/"})
+	r.now = world.clock.Now
+	r.Drain(ctx)
+	status := fake.BotComments(7, Marker("status-q-page"))
+	if len(status) != 1 || !strings.Contains(status[0].Body, "[See the run on iterion's admin page](https://iterion.example.com/runs/q-page)") {
+		t.Errorf("status comment = %+v", status)
+	}
+	q := fake.BotComments(7, "**Question Q1**")
+	if len(q) != 1 || !strings.Contains(q[0].Body, "Or answer it on [iterion's admin page](https://iterion.example.com/q/"+ix.ID+")") {
+		t.Errorf("question comment = %+v", q)
+	}
+	if cr := fake.CheckRuns(); len(cr) != 1 || cr[0].DetailsURL != "https://iterion.example.com/runs/q-page" {
+		t.Errorf("check runs = %+v, want the run's page as details", cr)
+	}
+}
