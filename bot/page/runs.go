@@ -2,6 +2,7 @@ package page
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -236,10 +237,22 @@ func entryOf(ev engine.Event) entry {
 		if k == "output" || k == "vars" {
 			continue // on the page's outputs, and the run's header
 		}
-		parts = append(parts, k+"="+cut(fmt.Sprint(ev.Data[k]), 200))
+		parts = append(parts, k+"="+cut(dataText(ev.Data[k]), 200))
 	}
 	e.Detail = cut(strings.Join(parts, " "), 600)
 	return e
+}
+
+// dataText writes an event's value: text as it is, anything else as JSON.
+func dataText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // cut shortens s to at most n bytes, on a rune boundary.

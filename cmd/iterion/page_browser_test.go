@@ -93,6 +93,9 @@ func TestPageInBrowser(t *testing.T) {
 	for name, tab := range map[string]context.Context{"first tab": a, "second tab": b} {
 		do(t, tab, "the question appearing in the "+name, chromedp.WaitReady(chromedp.CSS(row+`[data-open]`)))
 	}
+	if n := text(t, b, "#total"); n != "1" {
+		t.Errorf("the second tab counts %s questions waiting, want 1", n)
+	}
 	q := text(t, a, row+" .qtext")
 	if q != "Should I check the docs <b>too</b>?" {
 		t.Errorf("the question reads %q: the model's text must show as written, escaped", q)
@@ -133,6 +136,9 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if n, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-open]').length`)); err != nil || n != 0 {
 		t.Errorf("%d open rows left in the second tab (%v), want none", n, err)
+	}
+	if n := text(t, b, "#total"); n != "0" {
+		t.Errorf("the second tab counts %s questions waiting after the answer, want 0", n)
 	}
 	do(t, a, "the notice", chromedp.WaitReady(chromedp.CSS(`#notice:not(:empty)`)))
 	if got := text(t, a, "#notice"); got != "Your answer to "+qid+" was recorded." {

@@ -43,6 +43,14 @@ func (a *App) newServeCmd() *cobra.Command {
                                         "run_id"} starts a run
   POST /webhooks/github                 the GitHub App's webhooks, when an App id is set
                                         ($ITERION_GITHUB_APP_ID or github.app_id)
+  /                                     the admin page (docs/page.md): the questions waiting
+                                        for an answer across runs, and the runs; sign in with
+                                        the admin token ($ITERION_ADMIN_TOKEN, else the file
+                                        serve writes in the store and names at start) or with
+                                        GitHub ($ITERION_GITHUB_CLIENT_ID and
+                                        $ITERION_GITHUB_CLIENT_SECRET; page.allowed_orgs and
+                                        page.allowed_teams say who may); its address as people
+                                        reach it is $ITERION_PUBLIC_URL or page.public_url
 
 on the listen address. The same API is served to other iterion commands of the same user on a
 unix socket in a private directory ($ITERION_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iterion, else
@@ -66,8 +74,9 @@ The file alone sets log.level (debug, info, warn, error), log.format (text, json
 shutdown_grace, github.workers (default %d), github.keep_workspaces (%s), and the bounds on
 webhook bodies being read before their signature is checked: webhooks.memory_mb (%d MiB held
 at most), webhooks.bodies (%d at once) and webhooks.body_timeout (%s each). Secrets come only
-from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text and
-$ITERION_API_TOKEN; a file holding one is refused. The values of those, of the model keys and
+from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text,
+$ITERION_API_TOKEN, $ITERION_ADMIN_TOKEN and $ITERION_GITHUB_CLIENT_SECRET; a file holding one is
+refused. The values of those, of the model keys and
 of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
 leaves a run: comments, check runs, events, API answers and the log. Relative paths in the file
 are relative to its directory. A file with mistakes is reported, each at its line with what to

@@ -11,19 +11,29 @@
     t.innerHTML = html.trim();
     return t.content.firstElementChild;
   }
-  function countOpen() {
+  // count moves the number of open questions the list's caption shows.
+  function count(by) {
     const total = document.getElementById("total");
-    if (total) total.textContent = String(document.querySelectorAll("tr[data-open]").length);
+    if (total && by) total.textContent = String(Math.max(0, Number(total.textContent) + by));
   }
+  // swap puts a row rendered by the server in place of the one with its
+  // id, or on top of the list (its first page) when it is new; it
+  // returns how the open rows changed (+1, -1, 0).
   function swap(id, html, insertInto) {
+    const next = fragment(html);
     const old = document.getElementById(id);
     if (old) {
-      const keepFocus = old.contains(document.activeElement) && document.activeElement.closest("form");
-      if (keepFocus && old.hasAttribute("data-open") && html.indexOf("data-open") >= 0) return; // someone is typing an answer
-      old.replaceWith(fragment(html));
-      return;
+      const typing = old.contains(document.activeElement) && document.activeElement.closest("form");
+      if (typing && old.hasAttribute("data-open") && next.hasAttribute("data-open")) return 0; // someone is writing an answer
+      const change = (next.hasAttribute("data-open") ? 1 : 0) - (old.hasAttribute("data-open") ? 1 : 0);
+      old.replaceWith(next);
+      return change;
     }
-    if (insertInto && body.hasAttribute("data-first-page")) insertInto.prepend(fragment(html));
+    if (insertInto && body.hasAttribute("data-first-page")) {
+      insertInto.prepend(next);
+      return next.hasAttribute("data-open") ? 1 : 0;
+    }
+    return 0;
   }
   const live = body.dataset.live;
   if (live && window.EventSource) {
@@ -38,8 +48,7 @@
     es.addEventListener("row", function (e) {
       const d = JSON.parse(e.data);
       const rows = document.querySelector("table.questions tbody");
-      swap("q-" + d.id, d.html, d.open ? rows : null);
-      countOpen();
+      count(swap("q-" + d.id, d.html, d.open ? rows : null));
     });
     es.addEventListener("runrow", function (e) {
       const d = JSON.parse(e.data);
