@@ -94,7 +94,7 @@ func dropOpenQuestions(txn *tx, runID string) error {
 func (db *DB) OpenQuestions(ctx context.Context) ([]OpenQuestion, error) {
 	var out []OpenQuestion
 	err := db.view(ctx, func(txn *tx) error {
-		out = nil
+		out = make([]OpenQuestion, 0, 1024)
 		runs := map[string]*engine.Run{}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: openqAll})
 		defer it.Close()

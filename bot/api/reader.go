@@ -166,8 +166,8 @@ func (r *Reader) Questions(ctx context.Context, f QuestionFilter) (QuestionPage,
 	places := map[string]Place{}
 	allowed := map[string]bool{}
 	deadlines := map[string]runDeadlines{}
-	var keep []delivery.OpenQuestion
-	for _, q := range open {
+	keep := make([]int, 0, len(open)) // indexes into open
+	for i, q := range open {
 		if f.RunID != "" && q.RunID != f.RunID || f.OlderThan > 0 && now.Sub(q.RequestedAt) < f.OlderThan {
 			continue
 		}
@@ -189,7 +189,7 @@ func (r *Reader) Questions(ctx context.Context, f QuestionFilter) (QuestionPage,
 				continue
 			}
 		}
-		keep = append(keep, q)
+		keep = append(keep, i)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -200,7 +200,8 @@ func (r *Reader) Questions(ctx context.Context, f QuestionFilter) (QuestionPage,
 	if f.Offset >= len(keep) {
 		return page, nil
 	}
-	for _, q := range keep[f.Offset:min(len(keep), f.Offset+limit)] {
+	for _, i := range keep[f.Offset:min(len(keep), f.Offset+limit)] {
+		q := open[i]
 		ix, err := r.store.Interaction(ctx, q.RunID, q.InteractionID)
 		if errors.Is(err, engine.ErrNotFound) {
 			continue // pruned since the list was read
