@@ -94,3 +94,5 @@ fuzz:
 	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzHookInput$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./backends/claudecode -run '^$$' -fuzz '^FuzzDecodeSaved$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/page -run '^$$' -fuzz '^FuzzOpenSession$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./bot/api -run '^$$' -fuzz '^FuzzParseQuestionFilter$$' -fuzztime $(FUZZTIME)

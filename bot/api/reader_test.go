@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,28 @@ func TestRunsFiltersAndResume(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || bad.Code != "not_resumable" || !strings.Contains(bad.Error, "is running") {
 		t.Errorf("resuming a running run: %d %+v", resp.StatusCode, bad)
 	}
+}
+
+// A list's query string is hostile input: it parses or is refused with a
+// message, never panics, and what it takes is never negative.
+func FuzzParseQuestionFilter(f *testing.F) {
+	for _, s := range []string{"", "repo=acme/app", "older_than=2h&deadline_within=30m", "offset=-1", "limit=x", "older_than=-1h", "run=%00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		got, err := api.ParseQuestionFilter(q)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an empty refusal")
+			}
+			return
+		}
+		if got.Offset < 0 || got.Limit < 0 || got.OlderThan < 0 || got.DeadlineWithin < 0 {
+			t.Fatalf("%q parsed to %+v", raw, got)
+		}
+	})
 }

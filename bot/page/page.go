@@ -184,8 +184,9 @@ type Server struct {
 	public string // PublicURL without its trailing slash
 }
 
-// ErrNoSecrets refuses a Server without its admin token or session key.
-var ErrNoSecrets = errors.New("the admin page needs an admin token and a session key of at least 32 bytes")
+// ErrNoSecrets refuses a Server without its store, doors, admin token or
+// session key.
+var ErrNoSecrets = errors.New("the admin page needs its store, the engine's doors, an admin token and a session key of at least 32 bytes")
 
 // New returns the admin page o describes.
 func New(o Options) (*Server, error) {

@@ -564,3 +564,23 @@ func TestLiveRows(t *testing.T) {
 		t.Errorf("the answered row = %v", d)
 	}
 }
+
+// Where a form says to go back to is a path of this site, or /: a crafted
+// form cannot send people elsewhere, nor break the redirect.
+func TestAnswerGoesBackHome(t *testing.T) {
+	w := newWorld(t, nil)
+	run := w.run("r-1", "")
+	c := w.admin()
+	for next, want := range map[string]string{
+		"https://evil.example/": "/?done=answered&id=",
+		"//evil.example/":       "/?done=answered&id=",
+		"/%zz":                  "/?done=answered&id=",
+		"/runs/r-1":             "/runs/r-1?done=answered&id=",
+	} {
+		ix := w.ask(run, "Go on? "+next)
+		resp, _ := w.do(c, "POST", "/q/"+ix.ID+"/answer", url.Values{"text": {"yes"}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want+ix.ID {
+			t.Errorf("next %q: %s to %q, want %q", next, resp.Status, resp.Header.Get("Location"), want+ix.ID)
+		}
+	}
+}

@@ -585,8 +585,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 // done sends the person back where the form said, with the notice of
 // what was done.
 func (s *Server) done(w http.ResponseWriter, r *http.Request, what, id string) {
-	next := localPath(r.PostFormValue("next"))
-	u, _ := url.Parse(next) // a local path parses
+	u, err := url.Parse(localPath(r.PostFormValue("next")))
+	if err != nil {
+		u = &url.URL{Path: "/"}
+	}
 	q := u.Query()
 	q.Set("done", what)
 	q.Set("id", id)
