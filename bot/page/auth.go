@@ -24,9 +24,18 @@ const (
 
 // session is what a session cookie holds, signed.
 type session struct {
-	Login   string `json:"login"`
-	Admin   bool   `json:"admin,omitempty"`
+	Login string `json:"login"`
+	Admin bool   `json:"admin,omitempty"`
+	// Token, on an admin's session, names the admin token it was opened
+	// with (tokenMark): a new token ends the sessions of the old one.
+	Token   string `json:"tok,omitempty"`
 	Expires int64  `json:"exp"` // unix seconds
+}
+
+// tokenMark names the admin token in a session without holding it: a
+// MAC of it under the session key, cut to 16 bytes.
+func (s *Server) tokenMark() string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("admin-token", s.opts.AdminToken)[:16])
 }
 
 // signinState is what the state cookie holds, signed: the state sent to
@@ -83,6 +92,9 @@ func (s *Server) viewer(r *http.Request) (v Viewer, ok bool, problem string) {
 	if !s.open(sessionCookie, c.Value, &sess) || sess.Login == "" || s.now().Unix() >= sess.Expires {
 		return v, false, ""
 	}
+	if sess.Admin && subtle.ConstantTimeCompare([]byte(sess.Token), []byte(s.tokenMark())) != 1 {
+		return v, false, "" // opened with an admin token that is no longer the one
+	}
 	return Viewer{Login: sess.Login, Admin: sess.Admin}, true, ""
 }
 
@@ -101,17 +113,38 @@ func (s *Server) clearCookie(w http.ResponseWriter, r *http.Request, name string
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
 }
 
+// sessionOf is v's session until exp.
+func (s *Server) sessionOf(v Viewer, exp time.Time) session {
+	sess := session{Login: v.Login, Admin: v.Admin, Expires: exp.Unix()}
+	if v.Admin {
+		sess.Token = s.tokenMark()
+	}
+	return sess
+}
+
 // startSession signs v in and sends them to next.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, v Viewer, next string) {
 	exp := s.now().Add(s.opts.SessionTTL)
-	s.setCookie(w, r, sessionCookie, s.seal(sessionCookie, session{Login: v.Login, Admin: v.Admin, Expires: exp.Unix()}), s.opts.SessionTTL)
+	s.setCookie(w, r, sessionCookie, s.seal(sessionCookie, s.sessionOf(v, exp)), s.opts.SessionTTL)
 	http.Redirect(w, r, localPath(next), http.StatusSeeOther)
 }
 
 // localPath is next when it is a path of this site, else "/": a link
-// someone sent cannot make the sign-in send people elsewhere.
+// someone sent cannot make the sign-in send people elsewhere. Browsers
+// drop tabs and newlines from an address and read a backslash as a slash,
+// so "/\t/evil.example" and "/\\evil.example" are another site's: a path
+// with a control character or a backslash is refused, as is one that
+// does not parse as a path alone.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') {
+		return "/"
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return "/"
+		}
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return "/"
 	}
 	return next

@@ -203,6 +203,14 @@ func TestSignInWithTheAdminToken(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "That is not the admin token") || strings.Contains(body, adminToken) {
 		t.Errorf("a wrong token: %s\n%s", resp.Status, body)
 	}
+	// Browsers drop a tab from an address, and read a backslash as a
+	// slash: each of these would be another site's.
+	for _, next := range []string{"/\t/evil.example/", "/\\evil.example/", "/\r\n/evil.example/", "/\x00/x"} {
+		resp, _ = w.do(w.client(), "POST", "/login", url.Values{"token": {adminToken}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+			t.Errorf("a sign-in sent to %q: %s to %q, want /", next, resp.Status, resp.Header.Get("Location"))
+		}
+	}
 	resp, _ = w.do(c, "POST", "/login", url.Values{"token": {adminToken}, "next": {"https://evil.example/"}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
 		t.Errorf("a sign-in sent elsewhere: %s to %q, want /", resp.Status, resp.Header.Get("Location"))
@@ -236,6 +244,39 @@ func TestSignInWithTheAdminToken(t *testing.T) {
 	resp, _ = ws.do(ws.client(), "POST", "/login", url.Values{"token": {adminToken}})
 	if c := resp.Header.Get("Set-Cookie"); !strings.Contains(c, "Secure") {
 		t.Errorf("the session cookie behind https: %q, want Secure", c)
+	}
+}
+
+// A new admin token ends the sessions the old one opened, even with the
+// same session key: a leaked token, once replaced, opens nothing.
+func TestNewAdminTokenEndsItsSessions(t *testing.T) {
+	old := newWorld(t, nil)
+	resp, _ := old.do(old.client(), "POST", "/login", url.Values{"token": {adminToken}})
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "iterion_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatalf("signing in set no session: %v", resp.Header)
+	}
+	get := func(w *world) *http.Response {
+		req, _ := http.NewRequest("GET", w.url+"/runs", nil)
+		req.AddCookie(session)
+		resp, err := w.client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(old); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the session with its own token: %s", resp.Status)
+	}
+	renewed := newWorld(t, func(o *page.Options) { o.AdminToken = "another-admin-token-9876543210" })
+	if resp := get(renewed); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
+		t.Errorf("the old token's session once the token changed: %s to %q, want the sign-in", resp.Status, resp.Header.Get("Location"))
 	}
 }
 
@@ -575,6 +616,9 @@ func TestAnswerGoesBackHome(t *testing.T) {
 		"https://evil.example/": "/?done=answered&id=",
 		"//evil.example/":       "/?done=answered&id=",
 		"/%zz":                  "/?done=answered&id=",
+		"/\t/evil.example/":     "/?done=answered&id=",
+		"/\\evil.example/":      "/?done=answered&id=",
+		"/\n/evil.example/":     "/?done=answered&id=",
 		"/runs/r-1":             "/runs/r-1?done=answered&id=",
 	} {
 		ix := w.ask(run, "Go on? "+next)
