@@ -296,4 +296,11 @@ const (
 	// backend, or an explicit fallback, is codex, kimi, grok or opencode,
 	// which cannot expose ask_user_async and await_answers.
 	AsyncBackend Code = "C267"
+	// BadFollowUp (C270): a question's remind:, escalate:, expire: or
+	// default: that is not well formed: a duration that is not positive, a
+	// reminder or escalation after the expiry, a default outside the
+	// form's options, or any of them on a node that asks no person.
+	//	remind: "0s"                 ← C270
+	//	default: "maybe"             ← C270 on a bool field
+	BadFollowUp Code = "C270"
 )

@@ -164,7 +164,7 @@ var implementedCodes = []Code{
 	UnknownArtifact, OutputNotBefore, NoExpressions, BadExpression, DuplicateNode, ReservedNode, BadCost,
 	PresetUnknownVar, PresetType, DuplicatePreset, VarDefaultType, UnknownLoop, UnknownRunMember,
 	BadTimeout, ManyElse, ElseAndDefault, EnumNotString, DefaultNotInEnum, EventMissing, WaitTimeout,
-	DanglingEvent, UnknownTool, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend,
+	DanglingEvent, UnknownTool, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend, BadFollowUp,
 	BadSandbox, SandboxOnHost, VerbatimQuoteEscape,
 }
 

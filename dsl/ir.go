@@ -405,6 +405,9 @@ type Node struct {
 	LLM *LLM
 	// Human is set on human nodes.
 	Human *Human
+	// FollowUp, when set, reminds, escalates and expires the node's
+	// questions to people (human nodes, and async agents and judges).
+	FollowUp *FollowUp
 	// Router is set on routers.
 	Router *Router
 	// Tool is set on tool nodes.

@@ -262,6 +262,9 @@ func printNode(b *strings.Builder, n *Node) {
 	if n.Description != "" {
 		fmt.Fprintf(b, "    description %q\n", n.Description)
 	}
+	if f := n.FollowUp; f != nil {
+		fmt.Fprintf(b, "    followup remind=%s escalate_after=%s escalate_to=%q expire=%s default=%q\n", f.Remind, f.EscalateAfter, f.EscalateTo, f.Expire, f.Default)
+	}
 	if l := n.LLM; l != nil {
 		fmt.Fprintf(b, "    llm model=%q backend=%q session=%s interaction=%s", l.Model, l.Backend, l.Session, l.Interaction)
 		if len(l.Tools) > 0 {

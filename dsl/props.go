@@ -20,6 +20,7 @@ var llmProps = map[string]bool{
 	"skills": false, "permission": true, "allow": true, "ask": true, "deny": true, "mcp": false, "compaction": false,
 	"compress": false, "needs": false, "readonly": true, "full_access": false, "images": false,
 	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
+	"remind": true, "escalate": true, "expire": true, "default": true,
 }
 
 var nodeProps = map[string]map[string]bool{
@@ -31,6 +32,7 @@ var nodeProps = map[string]map[string]bool{
 		"artifact_labels": false, "interaction_prompt": false, "interaction_model": false,
 		"min_answers": false, "review_url": false, "posture": false, "merge_strategy": false,
 		"merge_into": false, "max_turns": false,
+		"remind": true, "escalate": true, "expire": true, "default": true,
 	},
 	"router": {
 		"mode": true, "model": true, "backend": true, "system": true, "user": true, "multi": true,
