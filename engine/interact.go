@@ -33,6 +33,7 @@ func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[st
 	ix := &Interaction{
 		ID: PauseInteractionID(rs.run.ID, n.ID, iteration), RunID: rs.run.ID, NodeID: n.ID,
 		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(), Fields: FormFields(n),
+		FollowUp: followUpOf(n, rs.e.now()),
 	}
 	return rs.pause(ctx, ix, &pauseState{InteractionID: ix.ID, Node: n.ID, Kind: KindBlocking}, map[string]any{})
 }
@@ -59,6 +60,9 @@ func (rs *runState) pause(ctx context.Context, ix *Interaction, p *pauseState, e
 	}
 	if err := rs.commit(ctx, c); err != nil {
 		return err
+	}
+	if ix.FollowUp != nil {
+		rs.e.wakeFollowUps()
 	}
 	if !p.Deadline.IsZero() {
 		rs.e.arm(rs.run.ID, ix.ID, p.Deadline)

@@ -162,6 +162,13 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			}
 		})
 	}
+	// The questions' reminders, escalations and expiries: those due
+	// while no process owned the store fire now.
+	if _, ok, err := e.store.NextTimer(ctx); err != nil {
+		return n, err
+	} else if ok {
+		e.wakeFollowUps()
+	}
 	paused, err := e.store.Runs(ctx, RunFilter{Status: StatusPausedWaitingHuman})
 	if err != nil {
 		return n, fmt.Errorf("listing paused runs: %w", err)
@@ -341,9 +348,10 @@ func (e *Engine) arm(runID, ixID string, at time.Time) {
 	})
 }
 
-// Close stops the engine's timers. Runs still executing go on; Wait for
-// them first.
+// Close stops the engine's timers, the questions' with them. Runs still
+// executing go on; Wait for them first.
 func (e *Engine) Close() {
+	e.stopFollowUps()
 	e.timers.mu.Lock()
 	defer e.timers.mu.Unlock()
 	for id, t := range e.timers.m {

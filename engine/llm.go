@@ -206,9 +206,16 @@ func (rs *runState) asyncClosures(task *Task, n *dsl.Node) {
 		if q.AllowFreeText != nil {
 			questions[FreeTextKey] = *q.AllowFreeText
 		}
-		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions})
+		if err := checkAsyncDefault(n, q); err != nil {
+			return "", err
+		}
+		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions,
+			FollowUp: followUpOf(n, rs.e.now())})
 		if err != nil {
 			return "", err
+		}
+		if ix.FollowUp != nil {
+			rs.e.wakeFollowUps()
 		}
 		rs.e.notify(Event{Type: EventHumanInputRequested, RunID: rs.run.ID, NodeID: n.ID, Time: ix.RequestedAt,
 			Data: map[string]any{"interaction_id": ix.ID, "questions": ix.Questions, "async": true}})

@@ -39,6 +39,9 @@
 //	                                   without its payload
 //	dlvpend/<received>/<source>/<id>   index of the deliveries still to handle, oldest first
 //	                                   (received in unix ns), with their postponement
+//	timer/<due>/<run>/<ix>/<what>      a question's reminder, escalation or expiry (engine.Timer),
+//	                                   due in unix ns: NextTimer reads the first; written with
+//	                                   the question from its FollowUp, removed by FireTimer
 //	prune/<run>                        a run being removed (see Prune)
 //	sched/<schedule>                   a schedule: its definition and its state (cursor, last
 //	                                   fire and run, tracking posts); the name is path-escaped

@@ -282,7 +282,7 @@ func (db *DB) purgeReferences(ctx context.Context, ids []string) error {
 	var keys [][]byte
 	err := db.view(ctx, func(txn *tx) error {
 		keys = nil
-		for _, prefix := range [][]byte{outboxPrefix, []byte("ixref/"), []byte("short/")} {
+		for _, prefix := range [][]byte{outboxPrefix, []byte("ixref/"), []byte("short/"), timerPrefix} {
 			err := scan(txn, prefix, nil, func(key []byte, ref *runRef) (bool, error) {
 				if !gone[ref.RunID] {
 					return true, nil

@@ -66,6 +66,7 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			Seq:         int(n),
 			Questions:   maps.Clone(q.Questions),
 			RequestedAt: now,
+			FollowUp:    q.FollowUp,
 		}
 		// A blocking pause of a node named "x_async" in iteration n has the
 		// same id as the n-th async question of node "x".
@@ -81,6 +82,9 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			return err
 		}
 		if err := putOpenQuestion(txn, run.ID, ix, nil); err != nil {
+			return err
+		}
+		if err := putTimers(txn, ix); err != nil {
 			return err
 		}
 		ev := engine.Event{

@@ -291,6 +291,9 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	if err := put(txn, ixKey(runID, ix.ID), rec); err != nil {
 		return err
 	}
+	if err := putTimers(txn, &ix); err != nil {
+		return err
+	}
 	return putOpenQuestion(txn, runID, &ix, replaced)
 }
 
