@@ -30,10 +30,14 @@ type FollowUp struct {
 	Expire time.Duration
 	// Default is the answer on expiry: for a human node, its form's
 	// fields (name → value as text, checked against the schema here); for
-	// an async node, the answer's text under "question", checked against
-	// the question's options when it is asked. nil means none.
+	// an async node, the answer's text under AsyncDefaultKey, checked
+	// against the question's options when it is asked. nil means none.
 	Default map[string]string
 }
+
+// AsyncDefaultKey holds an async node's default answer in
+// FollowUp.Default.
+const AsyncDefaultKey = "question"
 
 // followUpProps are the properties a FollowUp is read from.
 var followUpProps = []string{"remind", "escalate", "expire", "default"}
@@ -77,7 +81,7 @@ func (c *compiler) followUp(n *Node, props map[string]*Property) *FollowUp {
 				if strings.TrimSpace(s) == "" {
 					c.errorAtValue(p.Value, BadFollowUp, `write the answer the question gets when it expires, like default: "skip"`, "default of %s %q is empty", n.Kind, n.ID)
 				} else {
-					f.Default = map[string]string{"question": s}
+					f.Default = map[string]string{AsyncDefaultKey: s}
 				}
 			}
 		}

@@ -344,8 +344,8 @@ const (
 	EventInteractionAnswered = "interaction_answered"
 	// EventQuestionReminded and EventQuestionEscalated record a question's
 	// reminder and escalation (data: interaction_id, reminder, to).
-	EventQuestionReminded  = "question_reminded"
-	EventQuestionEscalated = "question_escalated"
+	EventQuestionReminded    = "question_reminded"
+	EventQuestionEscalated   = "question_escalated"
 	EventBudgetWarning       = "budget_warning"
 	EventBudgetExceeded      = "budget_exceeded"
 	EventUserMessageQueued   = "user_message_queued"
