@@ -186,7 +186,14 @@ func (r *Reader) Questions(ctx context.Context, f QuestionFilter) (QuestionPage,
 				return QuestionPage{}, err
 			}
 			if at := d.of(q.Kind); at.IsZero() || at.Sub(now) > f.DeadlineWithin {
-				continue
+				// The question's own expiry, which only its record holds.
+				ix, err := r.store.Interaction(ctx, q.RunID, q.InteractionID)
+				if err != nil && !errors.Is(err, engine.ErrNotFound) {
+					return QuestionPage{}, err
+				}
+				if ix == nil || ix.FollowUp == nil || ix.FollowUp.ExpireAt.IsZero() || ix.FollowUp.ExpireAt.Sub(now) > f.DeadlineWithin {
+					continue
+				}
 			}
 		}
 		keep = append(keep, i)
@@ -390,6 +397,15 @@ func (r *Reader) question(ix *engine.Interaction, run *engine.Run, p Place, d ru
 	}
 	if q.Pending() {
 		q.Deadline = d.of(ix.Kind)
+		if f := ix.FollowUp; f != nil {
+			if !f.ExpireAt.IsZero() && (q.Deadline.IsZero() || f.ExpireAt.Before(q.Deadline)) {
+				q.Deadline = f.ExpireAt
+			}
+			q.NextReminder = f.NextReminder
+			if f.Escalated {
+				q.EscalatedTo = slices.Clone(f.EscalateTo)
+			}
+		}
 	} else {
 		q.Answer = answerText(ix)
 	}
@@ -465,8 +481,20 @@ func audit(ix *engine.Interaction, evs []engine.Event) []AuditEntry {
 		case engine.EventInteractionAnswered, engine.EventHumanAnswers:
 			if !answered && !ix.Pending() {
 				answered = true
-				out = append(out, AuditEntry{At: ix.AnsweredAt, What: "answered", By: ix.AnsweredBy, Via: ix.Via, Detail: answerText(ix)})
+				out = append(out, answeredEntry(ix))
 			}
+		case engine.EventQuestionReminded:
+			out = append(out, AuditEntry{At: ev.Time, What: "reminded", Detail: fmt.Sprintf("reminder %v", ev.Data["reminder"])})
+		case engine.EventQuestionEscalated:
+			to, _ := ev.Data["to"].([]any)
+			var names []string
+			for _, n := range to {
+				names = append(names, fmt.Sprint(n))
+			}
+			if ss, ok := ev.Data["to"].([]string); ok {
+				names = ss
+			}
+			out = append(out, AuditEntry{At: ev.Time, What: "escalated", Detail: "to " + strings.Join(names, ", ")})
 		default:
 			e := AuditEntry{At: ev.Time, What: ev.Type}
 			e.By, _ = ev.Data["by"].(string)
@@ -477,9 +505,21 @@ func audit(ix *engine.Interaction, evs []engine.Event) []AuditEntry {
 		}
 	}
 	if !answered && !ix.Pending() {
-		out = append(out, AuditEntry{At: ix.AnsweredAt, What: "answered", By: ix.AnsweredBy, Via: ix.Via, Detail: answerText(ix)})
+		out = append(out, answeredEntry(ix))
 	}
 	return out
+}
+
+// Expired reports whether q was answered by its default, at its expiry.
+func (q Question) Expired() bool { return q.AnsweredBy == engine.ExpiryBy && q.Via == "timer" }
+
+// answeredEntry is the trail's entry of ix's answer: an expired
+// question's default says so.
+func answeredEntry(ix *engine.Interaction) AuditEntry {
+	if ix.AnsweredBy == engine.ExpiryBy && ix.Via == "timer" {
+		return AuditEntry{At: ix.AnsweredAt, What: "expired, default used", Detail: answerText(ix)}
+	}
+	return AuditEntry{At: ix.AnsweredAt, What: "answered", By: ix.AnsweredBy, Via: ix.Via, Detail: answerText(ix)}
 }
 
 // eventDetail writes an event's data but the keys an audit entry shows

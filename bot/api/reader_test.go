@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,4 +241,66 @@ func FuzzParseQuestionFilter(f *testing.F) {
 			t.Fatalf("%q parsed to %+v", raw, got)
 		}
 	})
+}
+
+// A question's reminders, escalation and expiry show on it: its deadline
+// (the expiry, which deadline_within filters by), its next reminder,
+// whom it was escalated to, and in its audit trail, ending with its
+// default when it expired.
+func TestQuestionFollowUp(t *testing.T) {
+	w := newQuestionsWorld(t)
+	ctx := context.Background()
+	now := time.Now()
+	r := &engine.Run{ID: "r-fu", Workflow: "w", Status: engine.StatusRunning, CreatedAt: now, UpdatedAt: now, Trigger: engine.Trigger{Source: "cli"}}
+	if err := w.db.CreateRun(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	fu := &engine.FollowUp{Remind: 10 * time.Minute, NextReminder: now.Add(-time.Second), EscalateAt: now.Add(-time.Second), EscalateTo: []string{"alice"},
+		ExpireAt: now.Add(30 * time.Minute), Default: map[string]string{engine.QuestionKey: "skip"}}
+	ix, err := w.db.PostQuestion(ctx, engine.PostRequest{RunID: r.ID, NodeID: "ask", Questions: map[string]any{engine.QuestionKey: "Which port?"}, FollowUp: fu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reminded, escalated := *fu, *fu
+	reminded.Reminders, reminded.NextReminder = 1, now.Add(10*time.Minute)
+	escalated.Reminders, escalated.NextReminder, escalated.Escalated = 1, now.Add(10*time.Minute), true
+	for _, step := range []struct {
+		what string
+		f    *engine.FollowUp
+		ev   engine.Event
+	}{
+		{engine.TimerRemind, &reminded, engine.Event{Type: engine.EventQuestionReminded, Data: map[string]any{"interaction_id": ix.ID, "reminder": 1}}},
+		{engine.TimerEscalate, &escalated, engine.Event{Type: engine.EventQuestionEscalated, Data: map[string]any{"interaction_id": ix.ID, "to": []string{"alice"}}}},
+	} {
+		if _, fired, err := w.db.FireTimer(ctx, engine.Timer{Due: now.Add(-time.Second), RunID: r.ID, InteractionID: ix.ID, What: step.what},
+			&engine.TimerFire{FollowUp: step.f, Events: []engine.Event{step.ev}}); err != nil || !fired {
+			t.Fatalf("firing the %s: %v %v", step.what, fired, err)
+		}
+	}
+	var page struct {
+		Questions []api.Question `json:"questions"`
+	}
+	w.get(t, "/api/questions?deadline_within=1h", &page)
+	if len(page.Questions) != 1 || page.Questions[0].ID != ix.ID {
+		t.Fatalf("deadline_within=1h keeps %+v, want the expiring question alone", page.Questions)
+	}
+	q := page.Questions[0]
+	if !q.Deadline.Equal(fu.ExpireAt) || !q.NextReminder.Equal(now.Add(10*time.Minute)) || !slices.Equal(q.EscalatedTo, []string{"alice"}) {
+		t.Errorf("deadline %s, next reminder %s, escalated to %v", q.Deadline, q.NextReminder, q.EscalatedTo)
+	}
+	if _, err := w.db.Answer(ctx, engine.AnswerRequest{RunID: r.ID, InteractionID: ix.ID, Text: "skip", By: engine.ExpiryBy, Via: "timer"}); err != nil {
+		t.Fatal(err)
+	}
+	w.get(t, "/api/runs/r-fu/interactions/"+ix.ID, &q)
+	var trail []string
+	for _, e := range q.Audit {
+		trail = append(trail, e.What+": "+e.Detail)
+	}
+	want := []string{"asked: by node ask", "reminded: reminder 1", "escalated: to alice", "expired, default used: skip"}
+	if diff := cmp.Diff(want, trail); diff != "" {
+		t.Errorf("audit (-want +got):\n%s", diff)
+	}
+	if !q.Expired() {
+		t.Errorf("the question does not say it expired: %+v", q)
+	}
 }

@@ -172,7 +172,7 @@ func send(w http.ResponseWriter, event string, data any) {
 // questionEvents change a run's questions; runEvents its status, or the
 // steps running.
 var (
-	questionEvents = []string{engine.EventHumanInputRequested, engine.EventInteractionAnswered, engine.EventHumanAnswers}
+	questionEvents = []string{engine.EventHumanInputRequested, engine.EventInteractionAnswered, engine.EventHumanAnswers, engine.EventQuestionReminded, engine.EventQuestionEscalated}
 	statusEvents   = []string{engine.EventRunStarted, engine.EventRunPaused, engine.EventRunResumed, engine.EventRunFinished, engine.EventRunFailed, engine.EventRunCancelled}
 	stepEvents     = []string{engine.EventNodeStarted, engine.EventNodeFinished}
 )
