@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,7 @@ type answerCommand struct {
 }
 
 func (a *answerCommand) do(ctx context.Context, req request, c Command) (outcome, error) {
-	if refusal, err := mayChange(ctx, a.perms, req.t, req.cfg, CmdAnswer); err != nil || refusal != "" {
+	if refusal, err := a.mayAnswer(ctx, req, c.QuestionID); err != nil || refusal != "" {
 		return outcome{text: refusal}, err
 	}
 	return a.answer(ctx, req.t, c.QuestionID, c.Text)
@@ -64,7 +65,7 @@ func (a *answerCommand) quoteReply(ctx context.Context, req request, r Reply) (o
 	if r.Text == "" {
 		return say("your comment quotes question %s but holds no answer; write the answer below the quote.", qid), nil
 	}
-	if refusal, err := mayChange(ctx, a.perms, t, req.cfg, CmdAnswer); err != nil || refusal != "" {
+	if refusal, err := a.mayAnswer(ctx, req, qid); err != nil || refusal != "" {
 		return outcome{text: refusal}, err
 	}
 	// The quote must be of the bot's question: anyone can write a comment
@@ -82,6 +83,24 @@ func (a *answerCommand) quoteReply(ctx context.Context, req request, r Reply) (o
 		out.text = "" // the 👍 says it
 	}
 	return out, err
+}
+
+// mayAnswer is mayChange for an answer to question id, which the people
+// it was escalated to may give too.
+func (a *answerCommand) mayAnswer(ctx context.Context, req request, id string) (string, error) {
+	refusal, err := mayChange(ctx, a.perms, req.t, req.cfg, CmdAnswer)
+	if err != nil || refusal == "" {
+		return refusal, err
+	}
+	ix, err := a.findQuestion(ctx, req.t, id)
+	if err != nil {
+		return "", err
+	}
+	if ix != nil && ix.Pending() && ix.FollowUp != nil && ix.FollowUp.Escalated &&
+		slices.ContainsFunc(ix.FollowUp.EscalateTo, func(who string) bool { return strings.EqualFold(who, req.t.Sender) }) {
+		return "", nil
+	}
+	return refusal, nil
 }
 
 // findQuestion finds a question of this PR by its short id (Q3) or its

@@ -3,6 +3,7 @@ package github
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,6 +254,11 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 			}
 		}
 	}
+	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionReminded || row.Kind == engine.OutboxQuestionEscalated) {
+		if err := r.postFollowUp(ctx, run, row); err != nil {
+			return err
+		}
+	}
 	// The run's own end is shown first: what follows it (the next queued
 	// run) must not hold it back.
 	if err := r.syncNow(ctx, run.ID); err != nil {
@@ -294,6 +300,39 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		r.remember(questionKey(ix.ID), body)
 	}
 	return nil
+}
+
+// postFollowUp posts a question's reminder, which mentions the person who
+// started the run, or its escalation, which names whom it widens to,
+// disarmed (the names come from the workflow, which a pull request may
+// change: they never ping anyone). Each is posted once, by its marker.
+func (r *Relay) postFollowUp(ctx context.Context, run *engine.Run, row engine.OutboxRow) error {
+	ix, err := r.store.Interaction(ctx, row.RunID, row.InteractionID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ix.Pending() || ix.FollowUp == nil {
+		return nil // answered meanwhile: the question's comment says so
+	}
+	t, ok := OriginOf(run)
+	if !ok {
+		return nil
+	}
+	v, err := r.read(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	var data struct {
+		Reminder int `json:"reminder"`
+	}
+	_ = json.Unmarshal(row.Payload, &data) // written by the engine
+	body, key := renderFollowUp(v, ix, row.Kind, data.Reminder)
+	owner, repo := t.split()
+	_, err = r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	return err
 }
 
 // Disarm keeps text that others wrote (a comment's words echoed back, an

@@ -550,6 +550,95 @@ func formFields(ix *engine.Interaction) []string {
 	return fields
 }
 
+// followUpLines say what is to come of an unanswered question: its next
+// reminder, its escalation, its expiry.
+func followUpLines(f *engine.FollowUp) string {
+	if f == nil {
+		return ""
+	}
+	at := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+	var b strings.Builder
+	if !f.NextReminder.IsZero() {
+		fmt.Fprintf(&b, "🔔 Next reminder at %s.\n", at(f.NextReminder))
+	}
+	switch {
+	case f.Escalated:
+		fmt.Fprintf(&b, "⬆️ Escalated: %s may answer too.\n", names(f.EscalateTo))
+	case !f.EscalateAt.IsZero():
+		fmt.Fprintf(&b, "⬆️ At %s, %s may answer too.\n", at(f.EscalateAt), names(f.EscalateTo))
+	}
+	if !f.ExpireAt.IsZero() {
+		if len(f.Default) > 0 {
+			fmt.Fprintf(&b, "⌛ Expires at %s, then answered with its default: %s.\n", at(f.ExpireAt), plain(defaultText(f.Default), 300))
+		} else {
+			fmt.Fprintf(&b, "⌛ Expires at %s; then the run fails, this question unanswered.\n", at(f.ExpireAt))
+		}
+	}
+	return b.String()
+}
+
+// names lists people and teams as code, never as mentions.
+func names(who []string) string {
+	var out []string
+	for _, w := range who {
+		out = append(out, "`"+inert(w)+"`")
+	}
+	return strings.Join(out, ", ")
+}
+
+// defaultText writes a default answer: its text, or field: value pairs.
+func defaultText(d map[string]string) string {
+	if text, ok := d[engine.QuestionKey]; ok && len(d) == 1 {
+		return text
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		parts = append(parts, k+": "+d[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// renderFollowUp is the comment of a question's reminder or escalation,
+// and its marker's key.
+func renderFollowUp(v *view, ix *engine.Interaction, kind string, reminder int) (body, key string) {
+	qid := "Q" + strconv.Itoa(v.numbers[ix.ID])
+	link := qid
+	if id := ix.Posts["github"]; id != "" && v.posts[postStatusURL] != "" {
+		link = "[" + qid + "](" + v.commentURL(id) + ")"
+	}
+	var b strings.Builder
+	if kind == engine.OutboxQuestionEscalated {
+		fmt.Fprintf(&b, "⬆️ Question %s from `%s` in run `%s` is escalated: %s may answer it too.\n", link, inert(ix.NodeID), inert(v.run.ID), names(ix.FollowUp.EscalateTo))
+		key = questionKey(ix.ID) + "-escalated"
+	} else {
+		who := "Reminder"
+		if actor := v.run.Trigger.Actor; actor != "" && validLogin(actor) {
+			who = "@" + actor + ", a reminder"
+		}
+		fmt.Fprintf(&b, "🔔 %s: question %s from `%s` in run `%s` still waits for an answer.\n", who, link, inert(ix.NodeID), inert(v.run.ID))
+		key = questionKey(ix.ID) + "-reminder-" + strconv.Itoa(reminder)
+	}
+	if l := v.pageLink("q", ix.ID); l != "" {
+		fmt.Fprintf(&b, "\nAnswer it there, or on [iterion's admin page](%s).\n", l)
+	}
+	b.WriteString("\n" + followUpLines(ix.FollowUp))
+	return b.String(), key
+}
+
+// validLogin reports whether s can be a GitHub login, and so be
+// mentioned.
+func validLogin(s string) bool {
+	if s == "" || len(s) > 39 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // renderQuestion is a question's PR comment: the short id people type and
 // quote, the text, the options, how to answer and the deadline; once
 // answered, who answered.
@@ -571,6 +660,10 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		for i, l := range labels {
 			fmt.Fprintf(&b, "%d. %s\n", i+1, plain(l, 200))
 		}
+	}
+	if !ix.Pending() && ix.AnsweredBy == engine.ExpiryBy && ix.Via == "timer" {
+		fmt.Fprintf(&b, "\n⌛ Expired, default used:\n\n%s\n", quote(answerText(ix)))
+		return b.String()
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
@@ -602,6 +695,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	if at, ok := earliest(v.snap.Gates); ok && ix.Kind == engine.KindAsync {
 		fmt.Fprintf(&b, "⏰ Answer by %s; after that the run stops waiting.\n", at.UTC().Format("2006-01-02 15:04 UTC"))
 	}
+	b.WriteString(followUpLines(ix.FollowUp))
 	return b.String()
 }
 

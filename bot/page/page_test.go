@@ -628,3 +628,35 @@ func TestAnswerGoesBackHome(t *testing.T) {
 		}
 	}
 }
+
+// A question escalated to a login may be answered by that person, who
+// could not before; the row says whom it was escalated to, with its next
+// reminder and its expiry as its deadline.
+func TestEscalatedQuestion(t *testing.T) {
+	w := newWorld(t, nil)
+	run := w.run("r-esc", "acme/app")
+	now := time.Now()
+	ix, err := w.db.PostQuestion(context.Background(), engine.PostRequest{RunID: run.ID, Generation: run.Generation, NodeID: "review",
+		Questions: map[string]any{engine.QuestionKey: "Ship?"},
+		FollowUp:  &engine.FollowUp{Remind: time.Hour, NextReminder: now.Add(time.Hour), EscalateTo: []string{"Bo"}, Escalated: true, ExpireAt: now.Add(3 * time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carl := w.gitHubUser("carl")
+	if resp, _ := w.do(carl, "POST", "/q/"+ix.ID+"/answer", url.Values{"text": {"no"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("carl, to whom it was not escalated: %s", resp.Status)
+	}
+	bo := w.gitHubUser("bo")
+	_, body := w.do(bo, "GET", "/q/"+ix.ID, nil)
+	for _, want := range []string{`<form class="answer"`, "escalated to Bo", "reminder <time", ">in 2 h</time>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("bo's page of the question lacks %q", want)
+		}
+	}
+	if resp, _ := w.do(bo, "POST", "/q/"+ix.ID+"/answer", url.Values{"text": {"yes"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("bo's answer once escalated to: %s", resp.Status)
+	}
+	if got, _ := w.db.Interaction(context.Background(), run.ID, ix.ID); got.AnsweredBy != "bo" || got.Via != page.Via {
+		t.Errorf("answered by %q via %q", got.AnsweredBy, got.Via)
+	}
+}

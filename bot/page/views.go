@@ -237,8 +237,11 @@ func (s *Server) makeRow(ctx context.Context, c *permissionCache, v Viewer, q ap
 	}
 	if rw.Open {
 		d := s.cachedMay(ctx, c, v, q.Run, ActAnswer)
-		rw.May, rw.Why = d.OK, d.Why
+		rw.May, rw.Why = d.OK || escalatedTo(q, v), d.Why
 		rw.Who = s.cachedWho(ctx, c, q.Run)
+		if len(q.EscalatedTo) > 0 {
+			rw.Who += "; escalated to " + strings.Join(q.EscalatedTo, ", ")
+		}
 		if rw.May {
 			rw.Form = formFor(q, values)
 		}
@@ -530,7 +533,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	if ok, why := s.may(r.Context(), v, q.Run, ActAnswer, true); !ok {
+	if ok, why := s.may(r.Context(), v, q.Run, ActAnswer, true); !ok && !escalatedTo(q, v) {
 		s.fail(w, r, http.StatusForbidden, "You may not answer this question: "+why+".")
 		return
 	}
@@ -580,6 +583,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.done(w, r, "answered", id)
+}
+
+// escalatedTo reports whether q was escalated to v's GitHub login, who
+// may then answer it too.
+func escalatedTo(q api.Question, v Viewer) bool {
+	if v.Admin {
+		return false
+	}
+	return slices.ContainsFunc(q.EscalatedTo, func(who string) bool { return strings.EqualFold(who, v.Login) })
 }
 
 // done sends the person back where the form said, with the notice of
