@@ -19,6 +19,8 @@
 //	POST /q/{id}/answer             answer it (303 back, or the form again with what to fix)
 //	GET  /runs                      the runs, with status and repo filters; bulk cancel
 //	POST /runs/cancel               bulk cancel: a confirm step listing the runs, then cancel
+//	POST /runs/apply-default        bulk apply-default: the same, answering the runs' open
+//	                                questions with their defaults
 //	GET  /runs/{id}                 a run: timeline, the running step, outputs, artifacts, questions
 //	POST /runs/{id}/cancel|resume   cancel or resume it
 //	GET  /events                    server-sent events for the page that asks (its filters)
@@ -235,6 +237,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /q/{id}/answer", s.signedIn(s.answer))
 	mux.Handle("GET /runs", s.signedIn(s.runsPage))
 	mux.Handle("POST /runs/cancel", s.signedIn(s.bulkCancel))
+	mux.Handle("POST /runs/apply-default", s.signedIn(s.applyDefaults))
 	mux.Handle("GET /runs/{id}", s.signedIn(s.runPage))
 	mux.Handle("POST /runs/{id}/cancel", s.signedIn(s.cancelRun))
 	mux.Handle("POST /runs/{id}/resume", s.signedIn(s.resumeRun))

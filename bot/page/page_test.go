@@ -660,3 +660,46 @@ func TestEscalatedQuestion(t *testing.T) {
 		t.Errorf("answered by %q via %q", got.AnsweredBy, got.Via)
 	}
 }
+
+// Bulk apply-default lists the selected runs' open questions with their
+// defaults, and only its confirm answers them, as the viewer via the page.
+func TestBulkApplyDefault(t *testing.T) {
+	w := newWorld(t, nil)
+	run := w.run("r-def", "acme/app")
+	ix, err := w.db.PostQuestion(context.Background(), engine.PostRequest{RunID: run.ID, Generation: run.Generation, NodeID: "review",
+		Questions: map[string]any{engine.QuestionKey: "Licence <b>?</b>"},
+		FollowUp:  &engine.FollowUp{ExpireAt: time.Now().Add(time.Hour), Default: map[string]string{engine.QuestionKey: "MIT"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := w.ask(w.run("r-nodef", ""), "No default?")
+	c := w.admin()
+	if _, body := w.do(c, "GET", "/runs", nil); !strings.Contains(body, `formaction="/runs/apply-default"`) {
+		t.Error("the runs list offers no apply-default")
+	}
+	resp, body := w.do(c, "POST", "/runs/apply-default", url.Values{"run": {run.ID, "r-nodef", "r-gone"}})
+	for _, want := range []string{ix.ID, "Licence &lt;b&gt;?&lt;/b&gt;", "default <q>MIT</q>", `name="confirm" value="yes"`,
+		"r-nodef: no open question with a default", "r-gone: no such run"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the confirm step (%s) lacks %q:\n%s", resp.Status, want, body)
+		}
+	}
+	if got, _ := w.db.Interaction(context.Background(), run.ID, ix.ID); !got.Pending() {
+		t.Fatal("the confirm step answered already")
+	}
+	resp, _ = w.do(c, "POST", "/runs/apply-default", url.Values{"run": {run.ID}, "confirm": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs?done=defaults&id=runs&n=1" {
+		t.Errorf("confirmed: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	if got, _ := w.db.Interaction(context.Background(), run.ID, ix.ID); got.Answer() != "MIT" || got.AnsweredBy != page.AdminName || got.Via != page.Via {
+		t.Errorf("answered %q by %q via %q", got.Answer(), got.AnsweredBy, got.Via)
+	}
+	if got, _ := w.db.Interaction(context.Background(), "r-nodef", plain.ID); !got.Pending() {
+		t.Error("a question without a default was answered")
+	}
+	// ana may answer, bo may not: bo's confirm step leaves the run alone.
+	bo := w.gitHubUser("bo")
+	if _, body := w.do(bo, "POST", "/runs/apply-default", url.Values{"run": {run.ID}}); !strings.Contains(body, "no write permission on acme/app") {
+		t.Errorf("bo's confirm step:\n%s", body)
+	}
+}

@@ -409,6 +409,137 @@ func (s *Server) bulkCancel(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs?done=bulk&id=runs&n="+strconv.Itoa(n), http.StatusSeeOther)
 }
 
+// defaultsData is the bulk apply-default's confirm step: the questions
+// whose defaults would answer them, by run.
+type defaultsData struct {
+	pageData
+	Runs    []runDefaults
+	Refused []refusal
+}
+
+type runDefaults struct {
+	Run       runRow
+	Questions []questionDefault
+}
+
+type questionDefault struct {
+	ID, Text, Default string
+}
+
+// applyDefaults answers, in the runs selected on the list, every open
+// question that has a default with it, as if it had expired: first a
+// page that lists the runs and their questions with their defaults, then,
+// confirmed, each through the engine's Answer door as the viewer via the
+// page, with its run's permission check.
+func (s *Server) applyDefaults(w http.ResponseWriter, r *http.Request) {
+	v := viewerOf(r)
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "The selection could not be read: send it from the runs list.")
+		return
+	}
+	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["run"])))
+	if len(ids) == 0 {
+		s.fail(w, r, http.StatusBadRequest, "No run was selected: tick the runs whose questions get their defaults on the runs list first.")
+		return
+	}
+	if len(ids) > api.MaxLimit {
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%d runs selected; apply the defaults of at most %d at once.", len(ids), api.MaxLimit))
+		return
+	}
+	d := defaultsData{pageData: s.base(r, "Answer questions with their defaults", "runs")}
+	c := newPermissionCache()
+	type todo struct {
+		run *engine.Run
+		qs  []*engine.Interaction
+	}
+	var work []todo
+	for _, id := range ids {
+		run, err := s.store.Run(r.Context(), id)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			d.Refused = append(d.Refused, refusal{ID: id, Why: "no such run"})
+			continue
+		case err != nil:
+			s.internal(w, r, err)
+			return
+		case run.Status == engine.StatusFinished || run.Status == engine.StatusFailed:
+			d.Refused = append(d.Refused, refusal{ID: id, Why: "already " + statusWords(run.Status)})
+			continue
+		}
+		if dec := s.cachedMay(r.Context(), c, v, run, ActAnswer); !dec.OK {
+			d.Refused = append(d.Refused, refusal{ID: id, Why: dec.Why})
+			continue
+		}
+		all, err := s.store.Interactions(r.Context(), run.ID)
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		t := todo{run: run}
+		for _, ix := range all {
+			if ix.Pending() && ix.Kind != engine.KindAwait && ix.FollowUp != nil && len(ix.FollowUp.Default) > 0 {
+				t.qs = append(t.qs, ix)
+			}
+		}
+		if len(t.qs) == 0 {
+			d.Refused = append(d.Refused, refusal{ID: id, Why: "no open question with a default"})
+			continue
+		}
+		work = append(work, t)
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		for _, t := range work {
+			rd := runDefaults{Run: runRow{Run: t.run, Where: s.where(r.Context(), t.run, s.reader.Place(t.run))}}
+			for _, ix := range t.qs {
+				text := ix.Question()
+				if text == "" {
+					text, _ = ix.Questions["_instructions"].(string)
+				}
+				rd.Questions = append(rd.Questions, questionDefault{ID: ix.ID, Text: cut(text, 300), Default: defaultWords(ix.FollowUp.Default)})
+			}
+			d.Runs = append(d.Runs, rd)
+		}
+		s.render(w, r, http.StatusOK, "defaults", d)
+		return
+	}
+	n := 0
+	for _, t := range work {
+		if ok, _ := s.may(r.Context(), v, t.run, ActAnswer, true); !ok {
+			continue
+		}
+		for _, ix := range t.qs {
+			req := engine.AnswerRequest{RunID: t.run.ID, InteractionID: ix.ID, By: v.Login, Via: Via}
+			if text, ok := ix.FollowUp.Default[engine.QuestionKey]; ok && ix.Kind == engine.KindAsync {
+				req.Text = text
+			} else {
+				req.Fields = map[string]any{}
+				for k, val := range ix.FollowUp.Default {
+					req.Fields[k] = val
+				}
+			}
+			if _, err := s.doors.Answer(r.Context(), req); err != nil {
+				s.log.Warn("answering a question with its default failed", "run", t.run.ID, "question", ix.ID, "err", err)
+				continue
+			}
+			n++
+		}
+	}
+	http.Redirect(w, r, "/runs?done=defaults&id=runs&n="+strconv.Itoa(n), http.StatusSeeOther)
+}
+
+// defaultWords writes a default answer for people.
+func defaultWords(d map[string]string) string {
+	if text, ok := d[engine.QuestionKey]; ok && len(d) == 1 {
+		return text
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		parts = append(parts, k+": "+d[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // runHead is what a run page's live update of its header reads.
 func (s *Server) runHead(ctx context.Context, v Viewer, run *engine.Run) runData {
 	d := runData{Run: run, Where: s.where(ctx, run, s.reader.Place(run)), pageData: pageData{Viewer: v}}

@@ -55,6 +55,10 @@ func notice(q url.Values) string {
 		if n, err := strconv.Atoi(q.Get("n")); err == nil && n >= 0 {
 			return strconv.Itoa(n) + " run(s) cancelled."
 		}
+	case "defaults":
+		if n, err := strconv.Atoi(q.Get("n")); err == nil && n >= 0 {
+			return strconv.Itoa(n) + " question(s) answered with their defaults."
+		}
 	}
 	return ""
 }
