@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,15 @@ type hub struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	closed bool
+	// seq counts the events published; recent keeps the last
+	// replayEvents of them, so that a page's stream replays what came
+	// between the page's rendering and its subscription.
+	seq    int64
+	recent []engine.Event
 }
+
+// replayEvents is how many recent events a new stream can catch up on.
+const replayEvents = 1024
 
 type subscriber struct {
 	ch   chan engine.Event
@@ -50,15 +59,33 @@ type subscriber struct {
 	done chan struct{}
 }
 
-func (h *hub) subscribe() (*subscriber, bool) {
+// current is the count of events published so far: a page reads it
+// before it reads the store, and its stream replays what follows.
+func (h *hub) current() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seq
+}
+
+// subscribe opens a stream that first gets the events published after
+// the since-th (missed, when they are no longer kept), then every new one.
+func (h *hub) subscribe(since int64) (sub *subscriber, backlog []engine.Event, missed, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, false
+		return nil, nil, false, false
 	}
-	sub := &subscriber{ch: make(chan engine.Event, subscriberBuffer), done: make(chan struct{})}
+	sub = &subscriber{ch: make(chan engine.Event, subscriberBuffer), done: make(chan struct{})}
 	h.subs[sub] = struct{}{}
-	return sub, true
+	if since >= 0 && since < h.seq {
+		n := h.seq - since
+		if n > int64(len(h.recent)) {
+			missed = true
+		} else {
+			backlog = slices.Clone(h.recent[len(h.recent)-int(n):])
+		}
+	}
+	return sub, backlog, missed, true
 }
 
 func (h *hub) unsubscribe(sub *subscriber) {
@@ -70,6 +97,11 @@ func (h *hub) unsubscribe(sub *subscriber) {
 func (h *hub) publish(ev engine.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.seq++
+	if len(h.recent) == replayEvents {
+		h.recent = append(h.recent[:0], h.recent[1:]...)
+	}
+	h.recent = append(h.recent, ev)
 	for sub := range h.subs {
 		select {
 		case sub.ch <- ev:
@@ -122,7 +154,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	sub, ok := s.hub.subscribe()
+	since := int64(-1) // a stream of no page: new events only
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.fail(w, r, http.StatusBadRequest, "since= must be the event count the page was rendered at.")
+			return
+		}
+		since = n
+	}
+	sub, backlog, missed, ok := s.hub.subscribe(since)
 	if !ok {
 		s.fail(w, r, http.StatusServiceUnavailable, "The server is shutting down.")
 		return
@@ -137,6 +178,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprint(w, "retry: 2000\n\nevent: hello\ndata: {}\n\n")
+	// What changed between the page's rendering and now.
+	for _, ev := range backlog {
+		if lv.view == "run" && ev.RunID == lv.run {
+			// The page may hold the event already: a timeline entry
+			// replayed could be one twice. The page reads itself again.
+			missed = true
+			break
+		}
+	}
+	if missed {
+		send(w, "resync", map[string]string{})
+		backlog = nil
+	}
+	for _, ev := range backlog {
+		s.update(r.Context(), w, lv, ev) // rows and heads: read from the store, idempotent
+	}
 	if rc.Flush() != nil {
 		return
 	}

@@ -268,6 +268,15 @@ func securityHeaders(h http.Handler) http.Handler {
 // viewerKey carries the signed-in viewer in a request's context.
 type viewerKey struct{}
 
+// sinceKey carries the hub's event count at the request's start.
+type sinceKey struct{}
+
+// liveSince is the event count r started at.
+func liveSince(r *http.Request) int64 {
+	n, _ := r.Context().Value(sinceKey{}).(int64)
+	return n
+}
+
 // Viewer is who looks at the page.
 type Viewer struct {
 	// Login is their name: a GitHub login, or AdminName.
@@ -299,7 +308,11 @@ func (s *Server) signedIn(h http.HandlerFunc) http.Handler {
 			s.fail(w, r, http.StatusUnauthorized, "Sign in first.")
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
+		ctx := context.WithValue(r.Context(), viewerKey{}, v)
+		// The events published so far, read before the page reads the
+		// store: its stream replays those that follow.
+		ctx = context.WithValue(ctx, sinceKey{}, s.hub.current())
+		h(w, r.WithContext(ctx))
 	})
 }
 

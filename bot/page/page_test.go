@@ -703,3 +703,43 @@ func TestBulkApplyDefault(t *testing.T) {
 		t.Errorf("bo's confirm step:\n%s", body)
 	}
 }
+
+// A question posted between a page's rendering and its stream's start is
+// not lost: the page's stream, from the count of events the page was
+// rendered at, replays it first.
+func TestLiveReplaysWhatCameBeforeTheStream(t *testing.T) {
+	w := newWorld(t, nil)
+	run := w.run("r-gap", "acme/app")
+	c := w.admin()
+	_, body := w.do(c, "GET", "/", nil)
+	_, rest, ok := strings.Cut(body, `data-live="`)
+	live, _, _ := strings.Cut(rest, `"`)
+	live = strings.ReplaceAll(live, "&amp;", "&")
+	if !ok || !strings.Contains(live, "since=") {
+		t.Fatalf("the page's live address = %q", live)
+	}
+	ix := w.ask(run, "Asked while the page loads?")
+	req, _ := http.NewRequest("GET", w.url+live, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var name string
+	for sc.Scan() {
+		line := sc.Text()
+		if n, ok := strings.CutPrefix(line, "event: "); ok {
+			name = n
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && name == "row" {
+			if !strings.Contains(d, ix.ID) || !strings.Contains(d, `"open":true`) {
+				t.Errorf("the replayed row = %s", d)
+			}
+			return
+		}
+	}
+	t.Fatal("the stream ended without replaying the row")
+}

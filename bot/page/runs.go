@@ -61,7 +61,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := runsData{pageData: s.base(r, "Runs", "runs"), Total: page.Total, Status: status, Repo: repo, Statuses: runStatuses}
-	d.Live = "/events" + liveQuery(q, "runs")
+	d.Live = "/events" + liveQuery(q, "runs", liveSince(r))
 	d.FirstPage = p == 1
 	link := func(p int) string {
 		v := url.Values{}
@@ -145,7 +145,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := runData{pageData: s.base(r, "Run "+run.ID, "runs"), Run: run, Where: s.where(ctx, run, s.reader.Place(run))}
-	d.Live = "/events" + liveQuery(url.Values{"run": {run.ID}}, "run")
+	d.Live = "/events" + liveQuery(url.Values{"run": {run.ID}}, "run", liveSince(r))
 	evs, err := s.store.Events(ctx, run.ID, 0, 0)
 	if err != nil {
 		s.internal(w, r, err)

@@ -438,7 +438,7 @@ func (s *Server) questionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := questionsData{pageData: s.base(r, "Questions waiting for an answer", "questions"), Total: page.Total, Filter: lf}
-	d.Live = "/events" + liveQuery(r.URL.Query(), "questions")
+	d.Live = "/events" + liveQuery(r.URL.Query(), "questions", liveSince(r))
 	d.FirstPage = lf.Page == 1
 	next := "/" + lf.query(lf.Page)
 	for _, q := range page.Questions {
@@ -456,8 +456,8 @@ func (s *Server) questionsPage(w http.ResponseWriter, r *http.Request) {
 
 // liveQuery is the query of a page's live events: its own filters, and
 // the view.
-func liveQuery(q url.Values, view string) string {
-	out := url.Values{"view": {view}}
+func liveQuery(q url.Values, view string, since int64) string {
+	out := url.Values{"view": {view}, "since": {strconv.FormatInt(since, 10)}}
 	for _, k := range []string{"repo", "run", "mine", "older_than", "deadline_within", "status"} {
 		if v := q.Get(k); v != "" {
 			out.Set(k, v)
@@ -506,7 +506,7 @@ func (s *Server) showQuestion(w http.ResponseWriter, r *http.Request, status int
 		next = "/q/" + url.PathEscape(id)
 	}
 	d := questionData{pageData: s.base(r, "Question "+id, "questions")}
-	d.Live = "/events" + liveQuery(url.Values{"run": {runID}}, "question")
+	d.Live = "/events" + liveQuery(url.Values{"run": {runID}}, "question", liveSince(r))
 	d.Row = s.makeRow(r.Context(), newPermissionCache(), viewerOf(r), q, next, values)
 	d.Row.Error = problem
 	s.render(w, r, status, "question", d)

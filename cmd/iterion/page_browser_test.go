@@ -55,7 +55,13 @@ func text(t *testing.T, ctx context.Context, css string) string {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(css)))
+	// Read in one evaluation: a live update may replace the element
+	// between a query of its node and a read of it, never within a
+	// script's turn.
+	if err := chromedp.Do(tctx, chromedp.WaitReady(chromedp.CSS(css))); err != nil {
+		t.Fatalf("waiting for %s: %v", css, err)
+	}
+	s, err := chromedp.Run(tctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).innerText`, css)))
 	if err != nil {
 		t.Fatalf("reading %s: %v", css, err)
 	}

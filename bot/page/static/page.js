@@ -23,8 +23,11 @@
     const next = fragment(html);
     const old = document.getElementById(id);
     if (old) {
-      const typing = old.contains(document.activeElement) && document.activeElement.closest("form");
-      if (typing && old.hasAttribute("data-open") && next.hasAttribute("data-open")) return 0; // someone is writing an answer
+      // A row still open that has the focus (moved to by j/k, or an answer
+      // being written) stays as it is: replacing it would lose the focus
+      // and what was picked.
+      const focused = old.contains(document.activeElement);
+      if (focused && old.hasAttribute("data-open") && next.hasAttribute("data-open")) return 0;
       const change = (next.hasAttribute("data-open") ? 1 : 0) - (old.hasAttribute("data-open") ? 1 : 0);
       old.replaceWith(next);
       return change;
