@@ -83,7 +83,7 @@ func (a *App) githubSettings(f githubFile, file string) (cfg githubConfig, ok bo
 // once the engine exists.
 func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, sched ghbot.Schedulers, log *slog.Logger) (*ghbot.Service, error) {
 	return ghbot.NewService(ctx, o.db, ghbot.ServiceOptions{
-		Schedules: sched, PublicURL: a.getenv("ITERION_PUBLIC_URL"),
+		Schedules: sched, PublicURL: cmp.Or(cfg.pageURL, a.getenv("ITERION_PUBLIC_URL")),
 		AppID: cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
