@@ -1,6 +1,8 @@
 # The whole test suite: what the tests need (installed when missing),
-# formatting, vet, and the race-enabled tests. CI runs exactly `make test`
-# (see .ci/run).
+# formatting, vet, the race-enabled tests, the deployment files' tests
+# (tools/, its own module, with the pinned helm) and the image's smoke
+# test where a Docker engine is (it says plainly when it did not run). CI
+# runs exactly `make test` (see .ci/run).
 
 GO ?= go
 
@@ -8,6 +10,8 @@ GO ?= go
 
 test: deps vet
 	$(GO) test -race -count=1 ./...
+	cd tools && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@bash deploy/image-smoke.sh
 
 # deps installs what the tests use for real and the machine lacks:
 # bubblewrap, the default sandbox, and Chromium, the admin page's browser

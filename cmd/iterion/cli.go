@@ -59,7 +59,7 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetErr(a.stderr())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newFmtCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newSchedulesCmd(), a.newFakeModelCmd(), a.newServeCmd(),
-		a.newSandboxExecCmd(), a.newMCPAskUserCmd(), a.newClaudeHookCmd(), a.newStoreCmd())
+		a.newSandboxExecCmd(), a.newMCPAskUserCmd(), a.newClaudeHookCmd(), a.newStoreCmd(), a.newHealthCmd())
 	groupsOnly(root)
 	return root
 }

@@ -233,6 +233,7 @@ func defaultServeConfig() serveConfig {
 // serveFlags are serve's command-line settings; "" means not given.
 type serveFlags struct {
 	config, addr, store string
+	check               bool
 }
 
 // serveSettings reads the config file and applies, for each setting, the

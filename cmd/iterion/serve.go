@@ -90,13 +90,32 @@ write instead, and nothing starts.`,
 			if err != nil {
 				return err
 			}
+			if f.check {
+				return a.checkServeSettings(cmd.OutOrStdout(), cfg)
+			}
 			return a.serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", "", "YAML config file (default $ITERION_CONFIG; none: the defaults)")
 	cmd.Flags().StringVar(&f.addr, "addr", "", "listen address (default $ITERION_ADDR, the file's addr, or "+defaultAddr+")")
 	cmd.Flags().StringVar(&f.store, "store-dir", "", "store directory (default $ITERION_STORE, the file's store, or "+defaultStoreDir+")")
+	cmd.Flags().BoolVar(&f.check, "check", false, "check the settings (the config file, the App's variables) and exit, starting nothing")
 	return cmd
+}
+
+// checkServeSettings is serve --check: the settings as serve would take
+// them, reported, and nothing started (no store opened, nothing
+// listening), for a deployment to check a config before it restarts.
+func (a *App) checkServeSettings(out io.Writer, cfg serveConfig) error {
+	if _, _, err := a.githubSettings(cfg.GitHub, cfg.file); err != nil {
+		return err
+	}
+	what := "the defaults and the environment"
+	if cfg.file != "" {
+		what = cfg.file
+	}
+	fmt.Fprintf(out, "%s: ok (listen on %s, store %s)\n", what, cfg.Addr, a.path(cfg.Store))
+	return nil
 }
 
 // serve runs the server with cfg, from serveSettings, until ctx ends.
@@ -222,7 +241,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	channelMetrics := []prometheus.Collector{bodies}
+	channelMetrics := []prometheus.Collector{bodies, newSandboxCollector(sb.Default().Name(), sb.Default().Available)}
 	if gh != nil {
 		channelMetrics = append(channelMetrics, gh.Collector())
 	}
