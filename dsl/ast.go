@@ -45,7 +45,8 @@ type Ident struct {
 }
 
 // Decl is a top-level declaration: one of *PromptDecl, *SchemaDecl,
-// *VarsDecl, *PresetsDecl, *NodeDecl, *WorkflowDecl or *UnsupportedDecl.
+// *VarsDecl, *PresetsDecl, *NodeDecl, *WorkflowDecl, *MCPServerDecl or
+// *UnsupportedDecl.
 type Decl interface {
 	// Keyword is the declaration keyword, such as "agent" or "workflow".
 	Keyword() Ident
@@ -114,6 +115,14 @@ type WorkflowDecl struct {
 	Edges []*EdgeStmt
 }
 
+// MCPServerDecl is "mcp_server name:" with its properties: an MCP server
+// the workflow's agents and judges may use.
+type MCPServerDecl struct {
+	Kw    Ident
+	Name  Ident
+	Props []*Property
+}
+
 // UnsupportedDecl is an upstream declaration this implementation does not
 // run (subbot, group, import, …). Its body is skipped; the parser reports it.
 type UnsupportedDecl struct {
@@ -128,6 +137,7 @@ func (d *VarsDecl) Keyword() Ident        { return d.Kw }
 func (d *PresetsDecl) Keyword() Ident     { return d.Kw }
 func (d *NodeDecl) Keyword() Ident        { return d.Kind }
 func (d *WorkflowDecl) Keyword() Ident    { return d.Kw }
+func (d *MCPServerDecl) Keyword() Ident   { return d.Kw }
 func (d *UnsupportedDecl) Keyword() Ident { return d.Kw }
 
 func (*PromptDecl) declNode()      {}
@@ -136,6 +146,7 @@ func (*VarsDecl) declNode()        {}
 func (*PresetsDecl) declNode()     {}
 func (*NodeDecl) declNode()        {}
 func (*WorkflowDecl) declNode()    {}
+func (*MCPServerDecl) declNode()   {}
 func (*UnsupportedDecl) declNode() {}
 
 // Property is "key: value" in a declaration body, or "with { … }" (Key

@@ -97,6 +97,18 @@ const (
 	// is almost always a typo or a way to loop forever.
 	//	a -> a as retry(1000000000)    ← E095: above the cap of 10000
 	LoopBoundOverCap Code = "E095"
+	// UnknownMCPServer (E096): an mcp: block names a server no mcp_server
+	// declares. Upstream finds this only when the run starts, because a
+	// project's .mcp.json may declare it; this implementation does not read
+	// .mcp.json, so the file alone decides.
+	//	mcp:
+	//	  servers: [githb]        ← E096: did you mean "github"?
+	UnknownMCPServer Code = "E096"
+	// InertMCP (E097, warning): an MCP setting that does nothing here,
+	// said with what happens instead: autoload_project: true (the
+	// project's .mcp.json is not loaded), or MCP servers on a readonly
+	// node (an MCP tool may change anything, so none is offered).
+	InertMCP Code = "E097"
 )
 
 // Lexer-level aliases, kept for readability at the call sites.
@@ -186,6 +198,17 @@ const (
 	// ToolPermissionInert (C112, warning): permission: on a tool node,
 	// which runs a fixed command.
 	ToolPermissionInert Code = "C112"
+	// DuplicateMCPServer (C024): an mcp_server name declared twice.
+	DuplicateMCPServer Code = "C024"
+	// BadMCPServer (C025): an mcp_server whose properties do not fit its
+	// transport: stdio needs command: and takes no url:; http and sse need
+	// url: and take no command: or args:; the transport is stdio, http or
+	// sse. Also a reserved or malformed server name, a bad env: entry.
+	//	mcp_server api:
+	//	  transport: http      ← C025: transport http needs url:
+	BadMCPServer Code = "C025"
+	// MCPAuthType (C038): mcp_server auth: with a type other than oauth2.
+	MCPAuthType Code = "C038"
 	// UnknownOutputNode (C029): {{outputs.X}} where X is no node.
 	UnknownOutputNode Code = "C029"
 	// UnknownOutputField (C031): {{outputs.X.f}} where f is not in X's

@@ -166,6 +166,7 @@ var implementedCodes = []Code{
 	BadTimeout, ManyElse, ElseAndDefault, EnumNotString, DefaultNotInEnum, EventMissing, WaitTimeout,
 	DanglingEvent, UnknownTool, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend, BadFollowUp,
 	BadSandbox, SandboxOnHost, VerbatimQuoteEscape,
+	DuplicateMCPServer, BadMCPServer, MCPAuthType, UnknownMCPServer, InertMCP,
 }
 
 // TestExamples validates the shipped examples: they must compile without

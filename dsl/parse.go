@@ -218,6 +218,14 @@ func (p *parser) parseFile() {
 			}
 		case kwWorkflow:
 			p.file.Decls = append(p.file.Decls, p.parseWorkflow())
+		case tokIdent:
+			if t.text == "mcp_server" {
+				if d := p.parseMCPServer(); d != nil {
+					p.file.Decls = append(p.file.Decls, d)
+				}
+				continue
+			}
+			fallthrough
 		default:
 			if t.isWord() {
 				if what, ok := unsupportedDecls[t.text]; ok {
@@ -249,7 +257,7 @@ func (p *parser) parseFile() {
 }
 
 var declKeywords = []string{"vars", "presets", "prompt", "schema", "agent", "judge", "human", "router",
-	"tool", "compute", "emit", "wait", "await_answers", "fail", "workflow"}
+	"tool", "compute", "emit", "wait", "await_answers", "fail", "workflow", "mcp_server"}
 
 func ident(t token) Ident { return Ident{Name: t.text, Start: t.pos, End: t.end} }
 
@@ -488,6 +496,27 @@ func (p *parser) parseNode() *NodeDecl {
 	}
 	d.Props = p.parseEntries()
 	p.checkProps(nodeProps[kw.Name], d.Props, kw.Name)
+	return d
+}
+
+// mcp-server = "mcp_server" name ":" NEWLINE INDENT { entry } DEDENT .
+func (p *parser) parseMCPServer() *MCPServerDecl {
+	kw, name, ok := p.header(true)
+	if !ok {
+		return nil
+	}
+	d := &MCPServerDecl{Kw: kw, Name: name}
+	if p.peek().kind != tokNewline && p.peek().kind != tokEOF {
+		p.unexpected("end of line after the mcp_server header", "put each property on its own indented line below the header")
+		p.skipLine()
+		return d
+	}
+	if !p.openBlock() {
+		p.errorAt(name.Start, name.End, ErrEmptyBody, fmt.Sprintf("add indented properties under mcp_server %s: (transport:, and command: or url:)", name.Name), "mcp_server %q has no body", name.Name)
+		return d
+	}
+	d.Props = p.parseEntries()
+	p.checkProps(mcpServerProps, d.Props, "mcp_server")
 	return d
 }
 
