@@ -59,6 +59,12 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(), Network: declaredNetwork(rs.w.SandboxFor(n)),
 		Permission: n.LLM.Permission, ReadOnly: n.LLM.ReadOnly,
 	}
+	for _, name := range n.LLM.MCPServers {
+		if s := rs.w.MCPServer(name); s != nil {
+			task.MCPServers = append(task.MCPServers, MCPServer{Name: s.Name, Transport: s.Transport.String(),
+				Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL})
+		}
+	}
 	if !n.LLM.PermissionModeSet && rs.e.permission != permission.Off {
 		// The server's default mode, over the workflow's rules.
 		p := permission.Policy{Mode: rs.e.permission}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,8 @@ func (a *App) backends() (map[string]engine.Backend, error) {
 // App's environment:
 //   - claw: models named anthropic/… or openai/…, keys and base URLs from
 //     ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL,
-//     and the providers of the ITERION_PROVIDERS file;
+//     and the providers of the ITERION_PROVIDERS file; each MCP server of
+//     a node connects within ITERION_MCP_CONNECT_TIMEOUT_MS (default 10 s);
 //   - pi: the pi CLI (ITERION_PI_COMMAND, else pi on PATH) in the node's
 //     sandbox, over its RPC mode, or its print mode with
 //     ITERION_PI_MODE=print; its providers are the operator's pi
@@ -62,8 +64,16 @@ func (a *App) buildBackends() (map[string]engine.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	var mcpTimeout time.Duration
+	if v := a.getenv("ITERION_MCP_CONNECT_TIMEOUT_MS"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("ITERION_MCP_CONNECT_TIMEOUT_MS=%q: want a positive number of milliseconds", v)
+		}
+		mcpTimeout = time.Duration(ms) * time.Millisecond
+	}
 	return map[string]engine.Backend{
-		"claw":        claw.New(claw.Options{Env: a.getenv, Providers: providers}),
+		"claw":        claw.New(claw.Options{Env: a.getenv, Providers: providers, MCPConnectTimeout: mcpTimeout}),
 		"pi":          p,
 		"claude_code": claudecode.New(claudecode.Options{Env: a.getenv, Logger: log.With("backend", "claude_code")}),
 	}, nil
