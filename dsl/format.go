@@ -316,6 +316,9 @@ func (p *formatter) decl(d Decl, limit int) {
 	case *WorkflowDecl:
 		p.header(d.Kw.Start, 0, "workflow "+d.Name.Name+":", d.Name.End)
 		p.workflowBody(d, limit)
+	case *MCPServerDecl:
+		p.header(d.Kw.Start, 0, "mcp_server "+d.Name.Name+":", d.Name.End)
+		p.props(d.Props, 1, d.Kw.Start.Col, limit)
 	case *UnsupportedDecl:
 		p.verbatim(d, limit)
 	}
