@@ -15,6 +15,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/engine/permission"
+	"github.com/iterion-bot/iterion/internal/agentcli"
 )
 
 // run is one node execution on one Claude Code process, driven by one
@@ -54,7 +55,7 @@ type run struct {
 	interrupted bool
 	repaired    bool
 	cancelling  bool
-	errOut      *tailBuffer
+	errOut      *agentcli.Tail
 }
 
 // pause is a blocking question, from the channel's handlers.
@@ -80,7 +81,7 @@ type outcome struct {
 }
 
 func newRun(b *Backend, task *engine.Task, saved *savedSession) *run {
-	r := &run{b: b, task: task, saved: saved, pauses: make(chan *pause), cmds: map[string]string{}, errOut: &tailBuffer{max: 8 << 10}}
+	r := &run{b: b, task: task, saved: saved, pauses: make(chan *pause), cmds: map[string]string{}, errOut: &agentcli.Tail{Max: 8 << 10}}
 	if saved != nil && saved.Kind == pausePermission && asktools.PermissionAllowed(task.ResumeAnswer) {
 		r.grant = &grantedCall{tool: saved.Tool, input: canonical(saved.Input)}
 	}
@@ -195,7 +196,7 @@ func (r *run) execute(ctx context.Context) (*engine.Result, error) {
 				kill()
 				<-exited
 				return nil, engine.NewBackendError(engine.CodeExecutionFailed, true, fmt.Errorf(
-					"Claude Code did not start its session within %s%s", r.b.startTimeout, r.errOut.suffix()))
+					"Claude Code did not start its session within %s%s", r.b.startTimeout, r.errOut.Said("Claude Code")))
 			}
 		case <-ctxDone:
 			// Cancelled or timed out: interrupt the turn so that its
@@ -383,7 +384,7 @@ func (r *run) checkInit(ev *event) error {
 				return nil
 			}
 			return engine.NewBackendError(engine.CodeExecutionFailed, true, fmt.Errorf(
-				"iterion's MCP server (iterion mcp-ask-user) is %s in Claude Code's session, so the node's interaction tools are missing%s", s.Status, r.errOut.suffix()))
+				"iterion's MCP server (iterion mcp-ask-user) is %s in Claude Code's session, so the node's interaction tools are missing%s", s.Status, r.errOut.Said("Claude Code")))
 		}
 	}
 	return engine.NewBackendError(engine.CodeExecutionFailed, false, errors.New(
@@ -462,7 +463,7 @@ func (r *run) died(exited <-chan struct{}, res **engine.ProcessResult, perr *err
 	if errors.Is(cause, io.EOF) {
 		cause = errors.New("its output ended")
 	}
-	return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("Claude Code exited (status %d) before the node was done: %v%s", code, cause, r.errOut.suffix()))
+	return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("Claude Code exited (status %d) before the node was done: %v%s", code, cause, r.errOut.Said("Claude Code")))
 }
 
 // savePause puts the paused session into the pause's conversation, for
@@ -591,33 +592,4 @@ func callArgs(raw json.RawMessage) string {
 		s = "{}"
 	}
 	return clip(s, 2000)
-}
-
-// tailBuffer keeps the last max bytes written to it (Claude Code's
-// stderr), for the error of a Claude Code that failed.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-// suffix is "; Claude Code said: <its stderr>", or "".
-func (t *tailBuffer) suffix() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
-	if s == "" {
-		return ""
-	}
-	return "; Claude Code said: " + s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/agentcli"
 )
 
 // A node's MCP servers, on claw: connected when the node starts, all at
@@ -112,7 +113,7 @@ func (b *Backend) connectOne(ctx context.Context, task *engine.Task, s engine.MC
 	// the timer below, which cancels it.
 	sessCtx, cancel := context.WithCancel(ctx)
 	var transport mcp.Transport
-	var stderr *tailBuffer
+	var stderr *agentcli.Tail
 	exited := make(chan struct{})
 	switch s.Transport {
 	case "stdio":
@@ -122,7 +123,7 @@ func (b *Backend) connectOne(ctx context.Context, task *engine.Task, s engine.MC
 		}
 		stdinR, stdinW := io.Pipe()
 		stdoutR, stdoutW := io.Pipe()
-		stderr = &tailBuffer{max: 2 << 10}
+		stderr = &agentcli.Tail{Max: 2 << 10}
 		env := make([]string, 0, len(s.Env))
 		for _, k := range sortedKeys(s.Env) {
 			env = append(env, k+"="+s.Env[k])
@@ -200,14 +201,14 @@ func (b *Backend) connectOne(ctx context.Context, task *engine.Task, s engine.MC
 		}
 		<-exited
 		return nil, nil, fmt.Errorf("MCP server %q (%s) did not answer within %s of connecting%s: check that %s serves MCP%s",
-			s.Name, s.Transport, timeout, stderr.suffix(), describeMCP(s), ", or raise the connect timeout (ITERION_MCP_CONNECT_TIMEOUT_MS)")
+			s.Name, s.Transport, timeout, stderr.Said("the server"), describeMCP(s), ", or raise the connect timeout (ITERION_MCP_CONNECT_TIMEOUT_MS)")
 	}
 	if got.err != nil {
 		stop(nil)
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return nil, nil, fmt.Errorf("connecting to MCP server %q (%s, %s): %v%s", s.Name, s.Transport, describeMCP(s), got.err, stderr.suffix())
+		return nil, nil, fmt.Errorf("connecting to MCP server %q (%s, %s): %v%s", s.Name, s.Transport, describeMCP(s), got.err, stderr.Said("the server"))
 	}
 	conn := &mcpConn{name: s.Name, session: got.session}
 	conn.stop = sync.OnceFunc(func() { stop(got.session) })
@@ -334,38 +335,6 @@ func resultText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-// tailBuffer keeps the last max bytes written to it: a stdio server's
-// standard error, for the message when it fails.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = slices.Clone(t.buf[len(t.buf)-t.max:])
-	}
-	return len(p), nil
-}
-
-// suffix is ": it said: …" with the kept text, or "" (also for nil).
-func (t *tailBuffer) suffix() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
-	if s == "" {
-		return ""
-	}
-	return "; its standard error ends: " + s
 }
 
 func sortedKeys(m map[string]string) []string {
