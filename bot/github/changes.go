@@ -17,6 +17,7 @@ import (
 
 	gh "github.com/google/go-github/v62/github"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/bot/repoconfig"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -249,7 +250,7 @@ func pullBody(run *engine.Run, o Origin, files []string, ixs []*engine.Interacti
 		b.WriteString("**Questions answered during the run:**\n\n")
 		for _, ix := range answered {
 			fmt.Fprintf(&b, "- from `%s`, answered by `%s` via %s:\n\n%s\n\n  Answer:\n\n%s\n\n", inert(ix.NodeID), inert(cmp.Or(ix.AnsweredBy, "someone")),
-				plain(viaWords(ix.Via), 100), indent(quote(questionText(ix))), indent(quote(answerText(ix))))
+				plain(delivery.ViaWords(ix.Via), 100), indent(quote(questionText(ix))), indent(quote(answerText(ix))))
 		}
 	}
 	b.WriteString("\n**Files changed:**\n\n")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/bot/repoconfig"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -143,7 +144,7 @@ func taken(format string, args ...any) outcome {
 // alreadyAnswered is the refusal of an answer to a question answered
 // before it.
 func alreadyAnswered(id, by, via string) outcome {
-	return say("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(by, "someone")), inert(viaWords(via)))
+	return say("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(by, "someone")), inert(delivery.ViaWords(via)))
 }
 
 // answer records text as t's sender's answer to question id.
@@ -230,28 +231,6 @@ func (a *answerCommand) resume(ctx context.Context, t Trigger, ix *engine.Intera
 		return outcome{}, err
 	}
 	return taken("answer to `%s` recorded; run `%s` continues.", id, ix.RunID), nil
-}
-
-// viaWords names the channel an answer came through, as a PR comment says
-// it: "via Slack", "via the admin page".
-func viaWords(via string) string {
-	switch via {
-	case "github":
-		return "GitHub"
-	case "slack":
-		return "Slack"
-	case "page":
-		return "the admin page"
-	case "cli":
-		return "the command line"
-	case "api":
-		return "the REST API"
-	case "timer":
-		return "its timer"
-	case "":
-		return "an unknown channel"
-	}
-	return via
 }
 
 // pickOption turns a bare option number or label into the option's label;

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -667,7 +668,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(viaWords(ix.Via), 100), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(delivery.ViaWords(ix.Via), 100), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iterion-bot/iterion/bot/api"
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) funcs() template.FuncMap {
 		"until":  func(t time.Time) string { return until(t.Sub(s.now())) },
 		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"clock":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-		"via":    viaWords,
+		"via":    delivery.ViaWords,
 		"add":    func(a, b int) int { return a + b },
 		"json":   prettyJSON,
 		"status": func(s any) string { return statusWords(engine.Status(fmt.Sprint(s))) },
@@ -115,27 +116,6 @@ func until(d time.Duration) string {
 		return "in " + strconv.Itoa(int(d/time.Hour)) + " h"
 	}
 	return "in " + strconv.Itoa(int(d/(24*time.Hour))) + " days"
-}
-
-// viaWords names a channel as people read it: "via the admin page".
-func viaWords(via string) string {
-	switch via {
-	case "github":
-		return "GitHub"
-	case "slack":
-		return "Slack"
-	case "page":
-		return "the admin page"
-	case "cli":
-		return "the command line"
-	case "api":
-		return "the REST API"
-	case "timer":
-		return "its timer"
-	case "":
-		return "an unknown channel"
-	}
-	return via
 }
 
 // statusWords writes a run's status for people.
@@ -265,7 +245,7 @@ func (s *Server) where(ctx context.Context, run *engine.Run, p api.Place) Link {
 	case p.Schedule != "":
 		l.Label = "schedule " + p.Schedule
 	default:
-		l.Label = "started from " + viaWords(p.Channel)
+		l.Label = "started from " + delivery.ViaWords(p.Channel)
 	}
 	if link := s.opts.RunLinks[p.Channel]; link != nil {
 		if posts, err := s.store.RunPosts(ctx, run.ID); err == nil {
@@ -286,7 +266,7 @@ func (s *Server) posts(ctx context.Context, q api.Question) []Link {
 	for _, ch := range slices.Sorted(maps.Keys(q.Posts)) {
 		linker := s.opts.Links[ch]
 		if linker == nil {
-			out = append(out, Link{Label: "on " + viaWords(ch)})
+			out = append(out, Link{Label: "on " + delivery.ViaWords(ch)})
 			continue
 		}
 		if runPosts == nil {
@@ -568,7 +548,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		s.showQuestion(w, r, http.StatusUnprocessableEntity, id, r.PostForm, "Your answer was not taken: "+bad.Error()+".")
 		return
 	case errors.As(err, &already):
-		s.fail(w, r, http.StatusConflict, fmt.Sprintf("This question was already answered by %s via %s; your answer was not used.", already.AnsweredBy, viaWords(already.Via)))
+		s.fail(w, r, http.StatusConflict, fmt.Sprintf("This question was already answered by %s via %s; your answer was not used.", already.AnsweredBy, delivery.ViaWords(already.Via)))
 		return
 	case errors.As(err, &notWaiting):
 		s.fail(w, r, http.StatusConflict, fmt.Sprintf("Run %s is %s, not waiting for this question; your answer was not used.", runID, statusWords(notWaiting.Status)))
