@@ -344,23 +344,35 @@ type refusal struct {
 	ID, Why string
 }
 
+// selectedRuns reads the runs ticked on the runs list for a bulk action:
+// their ids, sorted and each once, at most api.MaxLimit. which says of the
+// runs what the action needs ("to cancel"), and verb what it does with
+// them ("cancel"), for the refusals, which it writes (ok false then).
+func (s *Server) selectedRuns(w http.ResponseWriter, r *http.Request, which, verb string) (ids []string, ok bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "The selection could not be read: send it from the runs list.")
+		return nil, false
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(r.PostForm["run"])))
+	if len(ids) == 0 {
+		s.fail(w, r, http.StatusBadRequest, "No run was selected: tick the runs "+which+" on the runs list first.")
+		return nil, false
+	}
+	if len(ids) > api.MaxLimit {
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%d runs selected; %s at most %d at once.", len(ids), verb, api.MaxLimit))
+		return nil, false
+	}
+	return ids, true
+}
+
 // bulkCancel cancels the runs selected on the list: first a page that
 // lists them and asks to confirm, then, confirmed, each through the
 // engine's door, with its own permission check.
 func (s *Server) bulkCancel(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "The selection could not be read: send it from the runs list.")
-		return
-	}
-	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["run"])))
-	if len(ids) == 0 {
-		s.fail(w, r, http.StatusBadRequest, "No run was selected: tick the runs to cancel on the runs list first.")
-		return
-	}
-	if len(ids) > api.MaxLimit {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%d runs selected; cancel at most %d at once.", len(ids), api.MaxLimit))
+	ids, ok := s.selectedRuns(w, r, "to cancel", "cancel")
+	if !ok {
 		return
 	}
 	d := confirmData{pageData: s.base(r, "Cancel runs", "runs")}
@@ -433,18 +445,8 @@ type questionDefault struct {
 // page, with its run's permission check.
 func (s *Server) applyDefaults(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "The selection could not be read: send it from the runs list.")
-		return
-	}
-	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["run"])))
-	if len(ids) == 0 {
-		s.fail(w, r, http.StatusBadRequest, "No run was selected: tick the runs whose questions get their defaults on the runs list first.")
-		return
-	}
-	if len(ids) > api.MaxLimit {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%d runs selected; apply the defaults of at most %d at once.", len(ids), api.MaxLimit))
+	ids, ok := s.selectedRuns(w, r, "whose questions get their defaults", "apply the defaults of")
+	if !ok {
 		return
 	}
 	d := defaultsData{pageData: s.base(r, "Answer questions with their defaults", "runs")}
