@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/bot/page"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
@@ -742,4 +744,30 @@ func TestLiveReplaysWhatCameBeforeTheStream(t *testing.T) {
 		}
 	}
 	t.Fatal("the stream ended without replaying the row")
+}
+
+// Both bulk actions refuse an empty selection and one too large, each
+// naming what to do, before touching a run.
+func TestBulkSelectionRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	c := w.admin()
+	many := make([]string, api.MaxLimit+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("r-%d", i)
+	}
+	for _, tc := range []struct {
+		path string
+		form url.Values
+		says string
+	}{
+		{"/runs/cancel", url.Values{}, "tick the runs to cancel on the runs list first"},
+		{"/runs/apply-default", url.Values{}, "tick the runs whose questions get their defaults on the runs list first"},
+		{"/runs/cancel", url.Values{"run": many}, fmt.Sprintf("%d runs selected; cancel at most %d at once", len(many), api.MaxLimit)},
+		{"/runs/apply-default", url.Values{"run": many}, fmt.Sprintf("apply the defaults of at most %d at once", api.MaxLimit)},
+	} {
+		resp, body := w.do(c, "POST", tc.path, tc.form)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, tc.says) {
+			t.Errorf("POST %s with %d runs: %s, want 400 saying %q", tc.path, len(tc.form["run"]), resp.Status, tc.says)
+		}
+	}
 }
