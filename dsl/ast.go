@@ -13,6 +13,28 @@ type File struct {
 	Profile int
 	// Decls are the top-level declarations in source order.
 	Decls []Decl
+	// Header is the position of the "dsl: N" profile header; invalid when
+	// the file has none.
+	Header Pos
+	// Comments are the file's comments in source order. They mean nothing
+	// to the compiler; the formatter puts each back where it was.
+	Comments []Comment
+
+	// partial is set when the tree is not the whole file: the lexer
+	// reported an error, or the parser skipped tokens to recover from one
+	// (an unsupported declaration's body aside), or a repeated clause
+	// replaced an earlier one. Format refuses such a tree.
+	partial bool
+}
+
+// Comment is one # or ## comment: Text runs from the # to the end of the
+// line, trailing blanks removed. OwnLine is set when the comment is alone on
+// its line, and unset when it trails code.
+type Comment struct {
+	Text    string
+	Start   Pos
+	End     Pos
+	OwnLine bool
 }
 
 // Ident is a name with its position.
@@ -23,7 +45,8 @@ type Ident struct {
 }
 
 // Decl is a top-level declaration: one of *PromptDecl, *SchemaDecl,
-// *VarsDecl, *PresetsDecl, *NodeDecl, *WorkflowDecl or *UnsupportedDecl.
+// *VarsDecl, *PresetsDecl, *NodeDecl, *WorkflowDecl, *MCPServerDecl or
+// *UnsupportedDecl.
 type Decl interface {
 	// Keyword is the declaration keyword, such as "agent" or "workflow".
 	Keyword() Ident
@@ -92,6 +115,14 @@ type WorkflowDecl struct {
 	Edges []*EdgeStmt
 }
 
+// MCPServerDecl is "mcp_server name:" with its properties: an MCP server
+// the workflow's agents and judges may use.
+type MCPServerDecl struct {
+	Kw    Ident
+	Name  Ident
+	Props []*Property
+}
+
 // UnsupportedDecl is an upstream declaration this implementation does not
 // run (subbot, group, import, …). Its body is skipped; the parser reports it.
 type UnsupportedDecl struct {
@@ -106,6 +137,7 @@ func (d *VarsDecl) Keyword() Ident        { return d.Kw }
 func (d *PresetsDecl) Keyword() Ident     { return d.Kw }
 func (d *NodeDecl) Keyword() Ident        { return d.Kind }
 func (d *WorkflowDecl) Keyword() Ident    { return d.Kw }
+func (d *MCPServerDecl) Keyword() Ident   { return d.Kw }
 func (d *UnsupportedDecl) Keyword() Ident { return d.Kw }
 
 func (*PromptDecl) declNode()      {}
@@ -114,6 +146,7 @@ func (*VarsDecl) declNode()        {}
 func (*PresetsDecl) declNode()     {}
 func (*NodeDecl) declNode()        {}
 func (*WorkflowDecl) declNode()    {}
+func (*MCPServerDecl) declNode()   {}
 func (*UnsupportedDecl) declNode() {}
 
 // Property is "key: value" in a declaration body, or "with { … }" (Key

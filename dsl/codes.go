@@ -97,6 +97,18 @@ const (
 	// is almost always a typo or a way to loop forever.
 	//	a -> a as retry(1000000000)    ← E095: above the cap of 10000
 	LoopBoundOverCap Code = "E095"
+	// UnknownMCPServer (E096): an mcp: block names a server no mcp_server
+	// declares. Upstream finds this only when the run starts, because a
+	// project's .mcp.json may declare it; this implementation does not read
+	// .mcp.json, so the file alone decides.
+	//	mcp:
+	//	  servers: [githb]        ← E096: did you mean "github"?
+	UnknownMCPServer Code = "E096"
+	// InertMCP (E097, warning): an MCP setting that does nothing here,
+	// said with what happens instead: autoload_project: true (the
+	// project's .mcp.json is not loaded), or MCP servers on a readonly
+	// node (an MCP tool may change anything, so none is offered).
+	InertMCP Code = "E097"
 )
 
 // Lexer-level aliases, kept for readability at the call sites.
@@ -186,6 +198,17 @@ const (
 	// ToolPermissionInert (C112, warning): permission: on a tool node,
 	// which runs a fixed command.
 	ToolPermissionInert Code = "C112"
+	// DuplicateMCPServer (C024): an mcp_server name declared twice.
+	DuplicateMCPServer Code = "C024"
+	// BadMCPServer (C025): an mcp_server whose properties do not fit its
+	// transport: stdio needs command: and takes no url:; http and sse need
+	// url: and take no command: or args:; the transport is stdio, http or
+	// sse. Also a reserved or malformed server name, a bad env: entry.
+	//	mcp_server api:
+	//	  transport: http      ← C025: transport http needs url:
+	BadMCPServer Code = "C025"
+	// MCPAuthType (C038): mcp_server auth: with a type other than oauth2.
+	MCPAuthType Code = "C038"
 	// UnknownOutputNode (C029): {{outputs.X}} where X is no node.
 	UnknownOutputNode Code = "C029"
 	// UnknownOutputField (C031): {{outputs.X.f}} where f is not in X's
@@ -248,6 +271,13 @@ const (
 	// serve refuses such a file unless its operator allows host sandboxes.
 	//	sandbox: none         ← C128
 	SandboxOnHost Code = "C128"
+	// UnknownTool (C135): a name in tools: that the node's backend has no
+	// tool for. Upstream reports it for claw; here it is reported for a
+	// claude_code node, whose tools map onto Claude Code's built-ins
+	// (ClaudeCodeTool), because such a node runs with those tools only.
+	//	backend: "claude_code"
+	//	tools: [read_file, list_dirs]     ← C135: no Claude Code tool for list_dirs
+	UnknownTool Code = "C135"
 	// VerbatimQuoteEscape (C144, warning): a "…" string of a profile 1 file
 	// (no dsl: 2 header, no strict-escape comment) holds \", which profile 1
 	// keeps as a backslash and a quote where profile 2 reads a quote. It is
@@ -289,4 +319,11 @@ const (
 	// backend, or an explicit fallback, is codex, kimi, grok or opencode,
 	// which cannot expose ask_user_async and await_answers.
 	AsyncBackend Code = "C267"
+	// BadFollowUp (C270): a question's remind:, escalate:, expire: or
+	// default: that is not well formed: a duration that is not positive, a
+	// reminder or escalation after the expiry, a default outside the
+	// form's options, or any of them on a node that asks no person.
+	//	remind: "0s"                 ← C270
+	//	default: "maybe"             ← C270 on a bool field
+	BadFollowUp Code = "C270"
 )

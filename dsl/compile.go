@@ -284,6 +284,7 @@ func (o Options) Compile(f *File) (*Workflow, Diagnostics) {
 	c.compileNodes()
 	c.compilePermissions()
 	c.compileWorkflow()
+	c.compileMCP()
 	if c.wf != nil {
 		c.checkGraph()
 		c.checkNodesInGraph()

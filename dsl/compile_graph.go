@@ -636,6 +636,7 @@ func (c *compiler) checkNodesInGraph() {
 			if n.LLM.Interaction == InteractionAsync {
 				c.checkAsyncBackend(n, backend)
 			}
+			c.checkClaudeCodeTools(n, backend)
 			// As upstream: only a declared convergence (await:) is refused; an
 			// implicit one (a loop's re-entry) is left to run time.
 			if n.Await != AwaitUnset && (n.LLM.Session == SessionInherit || n.LLM.Session == SessionInheritIfAvailable || n.LLM.Session == SessionFork) {

@@ -75,6 +75,9 @@ func (c *compiler) compileNodes() {
 		case NodeFail:
 			c.failProps(n, d, props)
 		}
+		if n.Kind == NodeAgent || n.Kind == NodeJudge || n.Kind == NodeHuman {
+			n.FollowUp = c.followUp(n, props)
+		}
 		c.w.Nodes = append(c.w.Nodes, n)
 		c.w.nodes[n.ID] = n
 	}

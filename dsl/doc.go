@@ -22,6 +22,10 @@
 // MaxDiagnostics bound the work one file can cause, and fuzz tests keep
 // every input panic-free with every diagnostic inside the file.
 //
+// Format, behind iterion fmt, prints a file in its canonical layout from the
+// tree and the comments the lexer records (File.Comments), and refuses a
+// file whose tree the parser could only build by skipping part of it.
+//
 // Expressions (edge guards, compute fields, loop bounds) are parsed by the
 // sub-package expr; the IR holds the parsed trees, which the engine
 // evaluates.

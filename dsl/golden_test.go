@@ -164,8 +164,9 @@ var implementedCodes = []Code{
 	UnknownArtifact, OutputNotBefore, NoExpressions, BadExpression, DuplicateNode, ReservedNode, BadCost,
 	PresetUnknownVar, PresetType, DuplicatePreset, VarDefaultType, UnknownLoop, UnknownRunMember,
 	BadTimeout, ManyElse, ElseAndDefault, EnumNotString, DefaultNotInEnum, EventMissing, WaitTimeout,
-	DanglingEvent, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend,
+	DanglingEvent, UnknownTool, AsyncOnHuman, AwaitTimeout, AwaitFrom, FailCodeShape, FailCodeReserved, AsyncBackend, BadFollowUp,
 	BadSandbox, SandboxOnHost, VerbatimQuoteEscape,
+	DuplicateMCPServer, BadMCPServer, MCPAuthType, UnknownMCPServer, InertMCP,
 }
 
 // TestExamples validates the shipped examples: they must compile without

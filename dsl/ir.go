@@ -67,12 +67,16 @@ type Workflow struct {
 	// EnvRefs are the property values that read the environment, as the
 	// compiler resolved them (Options.Env).
 	EnvRefs []EnvRef
+	// MCPServers are the declared mcp_server blocks, in source order.
+	// Which ones a node uses is its LLM.MCPServers.
+	MCPServers []*MCPServer
 
 	nodes   map[string]*Node
 	schemas map[string]*Schema
 	prompts map[string]*Prompt
 	vars    map[string]*Var
 	loops   map[string]*Loop
+	mcp     map[string]*MCPServer
 	out     map[string][]*Edge
 	in      map[string][]*Edge
 }
@@ -91,6 +95,9 @@ func (w *Workflow) Var(name string) *Var { return w.vars[name] }
 
 // Loop returns the loop with the given name, or nil.
 func (w *Workflow) Loop(name string) *Loop { return w.loops[name] }
+
+// MCPServer returns the mcp_server with the given name, or nil.
+func (w *Workflow) MCPServer(name string) *MCPServer { return w.mcp[name] }
 
 // SandboxFor returns the sandbox declaration n runs under: its own, else
 // the workflow's, else nil, which means the server's configured driver with
@@ -405,6 +412,9 @@ type Node struct {
 	LLM *LLM
 	// Human is set on human nodes.
 	Human *Human
+	// FollowUp, when set, reminds, escalates and expires the node's
+	// questions to people (human nodes, and async agents and judges).
+	FollowUp *FollowUp
 	// Router is set on routers.
 	Router *Router
 	// Tool is set on tool nodes.
@@ -468,6 +478,11 @@ type LLM struct {
 	PermissionModeSet bool
 	// ReadOnly gives the node read-only tools and a read-only workspace.
 	ReadOnly bool
+	// MCPServers names the MCP servers the node uses, in order: the
+	// workflow's mcp: servers unless the node's mcp: says inherit: false,
+	// then the node's own servers, less the disabled ones. Each is declared
+	// (Workflow.MCPServer). Empty on a readonly node, which gets none.
+	MCPServers []string
 }
 
 // Human is the configuration of a human node.
@@ -596,6 +611,50 @@ type Sandbox struct {
 	// non-secret values (no templates, nothing read from the server's
 	// environment), with names that are valid and not reserved (PATH, HOME,
 	// ITERION_*). nil when none is declared.
+	Env map[string]string
+	// Range is where the declaration is written, for messages.
+	Range Range
+}
+
+// MCPTransport is how iterion talks to an MCP server.
+type MCPTransport int
+
+const (
+	// MCPInvalid is the zero MCPTransport: a declaration whose transport
+	// did not compile. It never appears in a workflow without errors.
+	MCPInvalid MCPTransport = iota
+	// MCPStdio starts the server as a process in the node's sandbox and
+	// speaks to it over its standard input and output.
+	MCPStdio
+	// MCPHTTP is the Streamable HTTP transport (2025-03-26 and later).
+	MCPHTTP
+	// MCPSSE is the legacy HTTP+SSE transport (2024-11-05): an event
+	// stream opened with GET, messages POSTed where it says.
+	MCPSSE
+)
+
+var mcpTransportNames = []string{"invalid", "stdio", "http", "sse"}
+
+// String returns the DSL spelling: stdio, http or sse.
+func (t MCPTransport) String() string {
+	if int(t) < len(mcpTransportNames) {
+		return mcpTransportNames[t]
+	}
+	return "invalid"
+}
+
+// MCPServer is an mcp_server declaration.
+type MCPServer struct {
+	Name      string
+	Transport MCPTransport
+	// Command and Args start a stdio server, in the node's sandbox (Command
+	// is looked up in the sandbox's PATH, or relative to the workspace).
+	Command string
+	Args    []string
+	// URL is an http or sse server's endpoint.
+	URL string
+	// Env is what a stdio server gets beyond the sandbox's environment:
+	// literal values, with the names a sandbox: env accepts. nil when none.
 	Env map[string]string
 	// Range is where the declaration is written, for messages.
 	Range Range

@@ -59,6 +59,9 @@ type lexer struct {
 	seenCode     bool // a significant line has been lexed
 	profilePos   Pos  // position of the profile header, if any
 	stopped      bool // a fatal limit was hit; emit EOF
+	failed       bool // an error was reported: the tokens are not the whole file
+
+	comments []Comment // every comment, in source order
 }
 
 // lex tokenizes src. Diagnostics go to sink.
@@ -113,12 +116,14 @@ func (l *lexer) next() rune {
 }
 
 func (l *lexer) errorf(start, end Pos, code Code, hint, format string, args ...any) {
+	l.failed = true
 	l.diags.add(SevError, code, Range{File: l.file, Start: start, End: end}, fmt.Sprintf(format, args...), hint)
 }
 
 func (l *lexer) emit(t token) {
 	if len(l.toks) >= MaxTokens && t.kind != tokEOF && t.kind != tokDedent && t.kind != tokNewline {
 		if !l.stopped {
+			l.failed = true
 			l.diags.addFatal(ErrTooLarge, Range{Start: t.pos, End: t.end}, fmt.Sprintf("file has more than %d tokens; the rest was not read", MaxTokens), "split the workflow into smaller files")
 			l.stopped = true
 		}
@@ -166,7 +171,7 @@ func lexLineStart(l *lexer) stateFn {
 		l.next()
 		return lexLineStart
 	case r == '#':
-		l.lexComment()
+		l.lexComment(true)
 		return lexLineStart
 	}
 	if l.depth > 0 {
@@ -201,18 +206,27 @@ func lexLineStart(l *lexer) stateFn {
 }
 
 func (l *lexer) fatalDepth(at Pos) {
+	l.failed = true
 	l.diags.addFatal(ErrTooDeep, Range{Start: at, End: at}, fmt.Sprintf("nesting deeper than %d levels; the rest was not read", MaxDepth), "flatten the structure")
 	l.stopped = true
 }
 
-// lexComment skips a # or ## comment to the end of the line. A leading
-// "## strict-escape: on" comment opts a profile 1 file into escape decoding.
-func (l *lexer) lexComment() {
+// lexComment reads a # or ## comment to the end of the line and records it
+// for the formatter; ownLine says no token precedes it on its line. A
+// leading "## strict-escape: on" comment opts a profile 1 file into escape
+// decoding.
+func (l *lexer) lexComment(ownLine bool) {
 	startPos := l.here()
 	start := l.pos
 	for r := l.peek(); r != '\n' && r != eof; r = l.peek() {
 		l.next()
 	}
+	l.comments = append(l.comments, Comment{
+		Text:    strings.TrimRight(l.src[start:l.pos], " \t\r"),
+		Start:   startPos,
+		End:     l.here(),
+		OwnLine: ownLine,
+	})
 	if !l.seenCode {
 		text := strings.TrimSpace(strings.TrimLeft(l.src[start:l.pos], "#"))
 		switch strings.Join(strings.Fields(text), "") {
@@ -246,7 +260,7 @@ func lexInLine(l *lexer) stateFn {
 		case r == ' ' || r == '\t' || r == '\r':
 			l.next()
 		case r == '#':
-			l.lexComment()
+			l.lexComment(false)
 		case r == '"':
 			l.lexQuoted()
 		case r == '`':

@@ -46,8 +46,10 @@ func Parse(name string, src []byte) (*File, Diagnostics) {
 	}
 	l := lex(name, string(src), sink)
 	f.Profile = l.profile
+	f.Comments = l.comments
 	p := &parser{toks: l.toks, diags: sink, file: f}
 	p.parseFile()
+	f.partial = l.failed || p.skipped
 	if l.stopped {
 		// The lexer stopped at a limit: what the parser says past that
 		// point is about a truncated file, so it is left out.
@@ -79,6 +81,9 @@ type parser struct {
 	i     int
 	diags *diagSink
 	file  *File
+	// skipped is set when recovery discarded tokens or a repeated clause
+	// replaced an earlier one: the tree is then not the whole file.
+	skipped bool
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -112,6 +117,7 @@ func (p *parser) unexpected(want, hint string) {
 // under it: the recovery step after an error, so one mistake yields one
 // diagnostic instead of a cascade.
 func (p *parser) skipLine() {
+	p.skipped = true
 	for k := p.peek().kind; k != tokNewline && k != tokEOF; k = p.peek().kind {
 		if k == tokDedent {
 			return
@@ -127,6 +133,7 @@ func (p *parser) skipBlock() {
 	if p.peek().kind != tokIndent {
 		return
 	}
+	p.skipped = true
 	depth := 0
 	for {
 		switch p.next().kind {
@@ -179,8 +186,14 @@ func (p *parser) parseFile() {
 			case sawDecl:
 				p.errorAt(t.pos, t.end, ErrProfileNotFirst, "move the dsl: header to the first line of the file", "the profile header must come before every declaration; everything above it was read as profile 1")
 			}
+			if !sawHeader {
+				p.file.Header = t.pos
+			}
 			sawHeader = true
+			// The header is kept in File.Header, not skipped as an error.
+			skipped := p.skipped
 			p.skipLine()
+			p.skipped = skipped || sawDecl || p.file.Header != t.pos
 			continue
 		}
 		sawDecl = true
@@ -205,6 +218,14 @@ func (p *parser) parseFile() {
 			}
 		case kwWorkflow:
 			p.file.Decls = append(p.file.Decls, p.parseWorkflow())
+		case tokIdent:
+			if t.text == "mcp_server" {
+				if d := p.parseMCPServer(); d != nil {
+					p.file.Decls = append(p.file.Decls, d)
+				}
+				continue
+			}
+			fallthrough
 		default:
 			if t.isWord() {
 				if what, ok := unsupportedDecls[t.text]; ok {
@@ -215,7 +236,11 @@ func (p *parser) parseFile() {
 					}
 					p.errorAt(t.pos, t.end, ErrUnsupported, "remove it, or run this workflow with upstream iterion", "%s are not supported by this implementation", what)
 					p.file.Decls = append(p.file.Decls, d)
+					// The body is skipped by design; the formatter keeps
+					// it verbatim.
+					skipped := p.skipped
 					p.skipLine()
+					p.skipped = skipped
 					continue
 				}
 				hint := "declare one of: " + strings.Join(declKeywords, ", ")
@@ -232,7 +257,7 @@ func (p *parser) parseFile() {
 }
 
 var declKeywords = []string{"vars", "presets", "prompt", "schema", "agent", "judge", "human", "router",
-	"tool", "compute", "emit", "wait", "await_answers", "fail", "workflow"}
+	"tool", "compute", "emit", "wait", "await_answers", "fail", "workflow", "mcp_server"}
 
 func ident(t token) Ident { return Ident{Name: t.text, Start: t.pos, End: t.end} }
 
@@ -280,6 +305,11 @@ func (p *parser) parsePrompt() *PromptDecl {
 			start, end := v.Span()
 			p.errorAt(start, end, ErrExpectedValue, "write the prompt text on indented lines below the header", "a prompt body must be text")
 		}
+	}
+	if d.Body == nil {
+		// A header that shares its line with another declaration gets no
+		// body, which no layout of the file can reproduce.
+		p.skipped = true
 	}
 	p.endOfLine()
 	return d
@@ -466,6 +496,27 @@ func (p *parser) parseNode() *NodeDecl {
 	}
 	d.Props = p.parseEntries()
 	p.checkProps(nodeProps[kw.Name], d.Props, kw.Name)
+	return d
+}
+
+// mcp-server = "mcp_server" name ":" NEWLINE INDENT { entry } DEDENT .
+func (p *parser) parseMCPServer() *MCPServerDecl {
+	kw, name, ok := p.header(true)
+	if !ok {
+		return nil
+	}
+	d := &MCPServerDecl{Kw: kw, Name: name}
+	if p.peek().kind != tokNewline && p.peek().kind != tokEOF {
+		p.unexpected("end of line after the mcp_server header", "put each property on its own indented line below the header")
+		p.skipLine()
+		return d
+	}
+	if !p.openBlock() {
+		p.errorAt(name.Start, name.End, ErrEmptyBody, fmt.Sprintf("add indented properties under mcp_server %s: (transport:, and command: or url:)", name.Name), "mcp_server %q has no body", name.Name)
+		return d
+	}
+	d.Props = p.parseEntries()
+	p.checkProps(mcpServerProps, d.Props, "mcp_server")
 	return d
 }
 
@@ -722,6 +773,7 @@ func (p *parser) parseMap() *MapLit {
 // skipBrackets skips to the closing bracket kind close (or the end of the
 // line) after an error inside a list or map.
 func (p *parser) skipBrackets(close tokenKind) {
+	p.skipped = true
 	for {
 		switch p.peek().kind {
 		case close:
@@ -768,6 +820,7 @@ func (p *parser) parseWorkflow() *WorkflowDecl {
 		case t.kind == kwVars && p.peekN(1).kind == tokColon:
 			v := p.parseVars()
 			if d.Vars != nil {
+				p.skipped = true
 				p.errorAt(v.Kw.Start, v.Kw.End, ErrDuplicateProp, "merge the two vars blocks", "duplicate vars block in workflow")
 			}
 			d.Vars = v
@@ -876,6 +929,7 @@ func (p *parser) parseEdge() *EdgeStmt {
 				return nil
 			}
 			if e.With != nil {
+				p.skipped = true
 				p.errorAt(t.pos, t.end, ErrDuplicateClause, "merge the two with maps", "duplicate with clause")
 			}
 			m := p.parseMap()
@@ -895,6 +949,7 @@ func (p *parser) parseEdge() *EdgeStmt {
 func (p *parser) parseWhen(e *EdgeStmt) bool {
 	w := p.next()
 	if e.When != nil {
+		p.skipped = true
 		p.errorAt(w.pos, w.end, ErrDuplicateClause, "combine the conditions in one when \"expression\"", "duplicate when clause")
 	}
 	g := &Guard{When: w.pos}

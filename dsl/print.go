@@ -89,6 +89,9 @@ func printDecl(b *strings.Builder, d Decl) {
 			}
 			b.WriteByte('\n')
 		}
+	case *MCPServerDecl:
+		fmt.Fprintf(b, "mcp_server %s %s\n", d.Name.Name, at(d.Name.Start))
+		printProps(b, d.Props, "  ")
 	case *UnsupportedDecl:
 		fmt.Fprintf(b, "unsupported %s %s %s\n", d.Kw.Name, d.Name.Name, at(d.Kw.Start))
 	}
@@ -181,6 +184,22 @@ func (w *Workflow) String() string {
 			w.Budget.MaxParallelBranches, w.Budget.MaxDuration, w.Budget.MaxCostUSD, w.Budget.MaxTokens, w.Budget.WarnTokens, w.Budget.MaxIterations)
 	}
 	printSandbox(&b, "  ", w.Sandbox)
+	for _, s := range w.MCPServers {
+		fmt.Fprintf(&b, "  mcp_server %s %s", s.Name, s.Transport)
+		if s.Command != "" {
+			fmt.Fprintf(&b, " command=%q", s.Command)
+		}
+		if s.Args != nil {
+			fmt.Fprintf(&b, " args=%q", s.Args)
+		}
+		if s.URL != "" {
+			fmt.Fprintf(&b, " url=%q", s.URL)
+		}
+		for _, k := range keys(s.Env) {
+			fmt.Fprintf(&b, " env.%s=%q", k, s.Env[k])
+		}
+		b.WriteByte('\n')
+	}
 	for _, v := range w.Vars {
 		fmt.Fprintf(&b, "  var %s %s", v.Name, v.Type)
 		if len(v.Enum) > 0 {
@@ -262,6 +281,9 @@ func printNode(b *strings.Builder, n *Node) {
 	if n.Description != "" {
 		fmt.Fprintf(b, "    description %q\n", n.Description)
 	}
+	if f := n.FollowUp; f != nil {
+		fmt.Fprintf(b, "    followup remind=%s escalate_after=%s escalate_to=%q expire=%s default=%q\n", f.Remind, f.EscalateAfter, f.EscalateTo, f.Expire, f.Default)
+	}
 	if l := n.LLM; l != nil {
 		fmt.Fprintf(b, "    llm model=%q backend=%q session=%s interaction=%s", l.Model, l.Backend, l.Session, l.Interaction)
 		if len(l.Tools) > 0 {
@@ -278,6 +300,9 @@ func printNode(b *strings.Builder, n *Node) {
 		}
 		if l.Multi {
 			b.WriteString(" multi")
+		}
+		if len(l.MCPServers) > 0 {
+			fmt.Fprintf(b, " mcp=%q", l.MCPServers)
 		}
 		b.WriteByte('\n')
 		if l.System != nil {

@@ -17,10 +17,11 @@ var llmProps = map[string]bool{
 	"tool_max_steps": true, "max_tokens": true, "reasoning_effort": true, "timeout": true, "await": true,
 	"fallbacks": false, "provider": false, "command": false, "artifact_labels": false,
 	"interaction_prompt": false, "interaction_model": false, "tool_policy": false, "capabilities": false,
-	"skills": false, "permission": true, "allow": true, "ask": true, "deny": true, "mcp": false, "compaction": false,
+	"skills": false, "permission": true, "allow": true, "ask": true, "deny": true, "mcp": true, "compaction": false,
 	"compress": false, "needs": false, "readonly": true, "full_access": false, "images": false,
 	"memory": false, "cursors": false, "auto_memory": false, "session_slot": false,
 	"answer_on": true, "answerers": true,
+	"remind": true, "escalate": true, "expire": true, "default": true,
 }
 
 var nodeProps = map[string]map[string]bool{
@@ -32,6 +33,7 @@ var nodeProps = map[string]map[string]bool{
 		"artifact_labels": false, "interaction_prompt": false, "interaction_model": false,
 		"min_answers": false, "review_url": false, "posture": false, "merge_strategy": false,
 		"merge_into": false, "max_turns": false, "answer_on": true, "answerers": true,
+		"remind": true, "escalate": true, "expire": true, "default": true,
 	},
 	"router": {
 		"mode": true, "model": true, "backend": true, "system": true, "user": true, "multi": true,
@@ -59,7 +61,7 @@ var workflowProps = map[string]bool{
 	"entry": true, "default_backend": true, "interaction": true, "budget": true, "vars": true,
 	"description": true, "sandbox": true,
 	"worktree": false, "resources": false, "attachments": false, "tool_policy": false,
-	"capabilities": false, "skills": false, "mcp": false, "compaction": false, "compress": false,
+	"capabilities": false, "skills": false, "mcp": true, "compaction": false, "compress": false,
 	"permission": true, "allow": true, "ask": true, "deny": true,
 	"loop_budget_guard": false, "repo_devbox": false, "workspace_checkpoint": false,
 	"auto_memory": false,
@@ -71,6 +73,15 @@ var budgetProps = map[string]bool{
 	"daily_cost_usd": false,
 }
 
+// mcpServerProps are the properties of an mcp_server declaration; auth:
+// is read so that its type gets upstream's C038, and then refused.
+var mcpServerProps = map[string]bool{
+	"transport": true, "command": true, "args": true, "url": true, "env": true, "auth": true,
+}
+
+// mcpConfigKeys are the keys of an mcp: block, on a workflow or a node.
+var mcpConfigKeys = []string{"servers", "disable", "inherit", "autoload_project"}
+
 // unsupportedDecls are upstream top-level declarations this implementation
 // parses (skipping their bodies) and refuses.
 var unsupportedDecls = map[string]string{
@@ -78,7 +89,6 @@ var unsupportedDecls = map[string]string{
 	"group":        "compile-time groups (group)",
 	"use":          "group instantiation (use)",
 	"import":       "imports of other .bot files",
-	"mcp_server":   "MCP server declarations (mcp_server)",
 	"cursor":       "cursors",
 	"supervisor":   "supervisors",
 	"secrets":      "secrets declarations",

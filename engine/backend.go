@@ -81,6 +81,11 @@ type Task struct {
 	// A CLI backend reads it to tell whether the node may use what only
 	// the open network allows (the operator's own pi logins).
 	Network Network
+	// MCPServers are the MCP servers the node uses (its workflow's
+	// mcp_server declarations its mcp: picks), in order; none on a
+	// readonly node. The backend connects them when the node starts, offers
+	// their tools as mcp__<server>__<tool>, and closes them when it ends.
+	MCPServers []MCPServer
 
 	// InboxDrain returns the messages queued for this node since the last
 	// call (async answers, operator notes). Backends call it between turns
@@ -113,6 +118,22 @@ type AsyncQuestion struct {
 	Question      string
 	Options       []Option
 	AllowFreeText *bool
+}
+
+// MCPServer is an MCP server a node uses.
+type MCPServer struct {
+	Name string
+	// Transport is stdio, http (Streamable HTTP) or sse (the legacy
+	// HTTP+SSE transport).
+	Transport string
+	// Command and Args start a stdio server, which runs in the node's
+	// sandbox through Task.Run; Env is what it gets beyond the sandbox's
+	// environment (literal values from the workflow file).
+	Command string
+	Args    []string
+	Env     map[string]string
+	// URL is an http or sse server's endpoint.
+	URL string
 }
 
 // Option is an offered answer.

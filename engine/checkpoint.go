@@ -238,6 +238,9 @@ func artifactSeries(name string) string { return "artifacts." + name }
 type Snapshot struct {
 	// Gates are the deadlines of parked await_answers gates, by node id.
 	Gates map[string]time.Time
+	// PauseDeadline, when set, is when the run's pause fails if its
+	// questions are still unanswered (an await's deadline).
+	PauseDeadline time.Time
 	// Artifacts are the latest published version of each artifact, by
 	// publish name, with the number of versions.
 	Artifacts map[string]any
@@ -267,6 +270,9 @@ func ReadSnapshot(raw []byte) (*Snapshot, error) {
 	for name, latest := range ck.Artifacts {
 		out.Artifacts[name] = latest
 		out.Versions[name] = ck.Entries[artifactSeries(name)]
+	}
+	if ck.Pause != nil {
+		out.PauseDeadline = ck.Pause.Deadline
 	}
 	out.Tokens, out.CostUSD = ck.Tokens, ck.CostUSD
 	return out, nil

@@ -138,6 +138,8 @@ type Engine struct {
 	group   runGroup
 	answers runLocks
 	timers  timers
+	// followUps is the loop of the questions' timers.
+	followUps followUpLoop
 }
 
 // New returns an Engine.

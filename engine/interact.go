@@ -34,6 +34,7 @@ func (rs *runState) pauseForHuman(ctx context.Context, n *dsl.Node, input map[st
 		ID: PauseInteractionID(rs.run.ID, n.ID, iteration), RunID: rs.run.ID, NodeID: n.ID,
 		Kind: KindBlocking, Questions: questions, RequestedAt: rs.e.now(), Fields: FormFields(n),
 		AnswerOn: n.AnswerOn, Answerers: n.Answerers,
+		FollowUp: followUpOf(n, rs.e.now()),
 	}
 	return rs.pause(ctx, ix, &pauseState{InteractionID: ix.ID, Node: n.ID, Kind: KindBlocking}, map[string]any{})
 }
@@ -60,6 +61,9 @@ func (rs *runState) pause(ctx context.Context, ix *Interaction, p *pauseState, e
 	}
 	if err := rs.commit(ctx, c); err != nil {
 		return err
+	}
+	if ix.FollowUp != nil {
+		rs.e.wakeFollowUps()
 	}
 	if !p.Deadline.IsZero() {
 		rs.e.arm(rs.run.ID, ix.ID, p.Deadline)
@@ -159,6 +163,12 @@ func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (*Run, error) {
 		}
 	}
 	ev := Event{Type: EventRunResumed, Time: e.now(), Data: map[string]any{"resumed_from": string(run.Status), "restart_node": ck.Node}}
+	if req.By != "" {
+		ev.Data["by"] = req.By
+	}
+	if req.Via != "" {
+		ev.Data["via"] = req.Via
+	}
 	if err := e.store.Commit(sctx, Change{RunID: run.ID, Generation: run.Generation, Status: StatusRunning, Events: []Event{ev}}); err != nil {
 		if errors.Is(err, ErrStopRequested) {
 			return e.stoppedRun(sctx, run.ID) // a Stop won the race

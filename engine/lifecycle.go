@@ -162,6 +162,13 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			}
 		})
 	}
+	// The questions' reminders, escalations and expiries: those due
+	// while no process owned the store fire now.
+	if _, ok, err := e.store.NextTimer(ctx); err != nil {
+		return n, err
+	} else if ok {
+		e.wakeFollowUps()
+	}
 	paused, err := e.store.Runs(ctx, RunFilter{Status: StatusPausedWaitingHuman})
 	if err != nil {
 		return n, fmt.Errorf("listing paused runs: %w", err)
@@ -341,9 +348,10 @@ func (e *Engine) arm(runID, ixID string, at time.Time) {
 	})
 }
 
-// Close stops the engine's timers. Runs still executing go on; Wait for
-// them first.
+// Close stops the engine's timers, the questions' with them. Runs still
+// executing go on; Wait for them first.
 func (e *Engine) Close() {
+	e.stopFollowUps()
 	e.timers.mu.Lock()
 	defer e.timers.mu.Unlock()
 	for id, t := range e.timers.m {
@@ -415,4 +423,67 @@ func (e *Engine) expire(ctx context.Context, runID, ixID string) error {
 	e.log.Info("run ended", "run", runID, "status", StatusFailedResumable, "code", CodeTimeout)
 	e.notify(Event{Type: EventRunFailed, RunID: runID, NodeID: ck.Pause.Node, Time: e.now(), Data: map[string]any{"failure_code": CodeTimeout, "error": msg}})
 	return nil
+}
+
+// NotResumableError refuses to continue a run that did not stop
+// resumably by itself: a paused run waits for its answer (Answer
+// continues it), a running one runs, and a finished or failed one is over.
+type NotResumableError struct {
+	RunID  string
+	Status Status
+}
+
+func (e *NotResumableError) Error() string {
+	switch e.Status {
+	case StatusPausedWaitingHuman:
+		return fmt.Sprintf("run %s is paused waiting for an answer: answer its question to continue it", e.RunID)
+	case StatusRunning:
+		return fmt.Sprintf("run %s is running", e.RunID)
+	}
+	return fmt.Sprintf("run %s is %s and cannot be resumed", e.RunID, e.Status)
+}
+
+// Continue resumes a cancelled or failed_resumable run in the engine's run
+// group, as Launch starts one: it returns once the run is marked running
+// again, and the run executes in the background. by and via record who
+// asked, through which channel, on the run_resumed event. Refusals are
+// typed: ErrNotFound, *NotResumableError, *WorkflowChangedError (the
+// workflow the run would load is not the one it started with), and
+// ErrStatusChanged when the run changed meanwhile (a Stop, another
+// resume).
+func (e *Engine) Continue(ctx context.Context, runID, by, via string) (*Run, error) {
+	run, err := e.store.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.Status != StatusCancelled && run.Status != StatusFailedResumable {
+		return nil, &NotResumableError{RunID: run.ID, Status: run.Status}
+	}
+	w, err := e.workflowOf(ctx, run)
+	if err != nil {
+		return nil, fmt.Errorf("loading the workflow of run %s: %w", run.ID, err)
+	}
+	if w.Hash != run.WorkflowHash {
+		return nil, &WorkflowChangedError{RunID: run.ID, File: run.File}
+	}
+	recorded := make(chan struct{})
+	errc := make(chan error, 1)
+	e.group.wg.Go(func() {
+		_, err := e.Resume(context.Background(), ResumeRequest{Workflow: w, RunID: run.ID, By: by, Via: via,
+			Expect: run.Status, Recorded: func() { close(recorded) }})
+		errc <- err
+	})
+	select {
+	case <-recorded:
+	case err := <-errc:
+		select {
+		case <-recorded: // resumed, and already stopped again
+		default:
+			if err == nil || errors.Is(err, errExecuting) {
+				err = fmt.Errorf("run %s: %w", run.ID, ErrStatusChanged)
+			}
+			return nil, err
+		}
+	}
+	return e.store.Run(ctx, run.ID)
 }

@@ -455,3 +455,61 @@ func TestMaxStoredBytesOption(t *testing.T) {
 		t.Errorf("without a budget: %v %+v", err, run)
 	}
 }
+
+// Continue resumes a cancelled run in the run group, recording who asked;
+// it refuses a paused run (its answer continues it) and a finished one.
+func TestContinueResumesACancelledRun(t *testing.T) {
+	w := mustCompile(t, formWorkflow)
+	db := newStore(t)
+	e, ev := lifecycleEngine(t, db, w, nil, nil)
+	ctx := t.Context()
+	run, err := e.Launch(ctx, engine.StartRequest{Workflow: w, RunID: "cont-1", WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, run.ID, engine.EventRunPaused)
+	var notResumable *engine.NotResumableError
+	if _, err := e.Continue(ctx, run.ID, "ana", "page"); !errors.As(err, &notResumable) || !strings.Contains(err.Error(), "answer its question") {
+		t.Errorf("Continue of a paused run: err = %v, want it told to answer", err)
+	}
+	if _, err := e.Stop(ctx, run.ID, "cancelled by ana via page"); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, run.ID, engine.EventRunCancelled)
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Run(ctx, run.ID); got.Status != engine.StatusCancelled {
+		t.Fatalf("status after Stop = %s", got.Status)
+	}
+	got, err := e.Continue(ctx, run.ID, "ana", "page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != engine.StatusRunning && got.Status != engine.StatusPausedWaitingHuman {
+		t.Errorf("Continue returned the run %s, want it running (or paused again)", got.Status)
+	}
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The form is asked again: the run waits on it, paused.
+	if got, _ := db.Run(ctx, run.ID); got.Status != engine.StatusPausedWaitingHuman {
+		t.Errorf("after Continue the run is %s, want paused on its form again", got.Status)
+	}
+	evs, err := db.Events(ctx, run.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed *engine.Event
+	for i := range evs {
+		if evs[i].Type == engine.EventRunResumed {
+			resumed = &evs[i]
+		}
+	}
+	if resumed == nil || resumed.Data["by"] != "ana" || resumed.Data["via"] != "page" || resumed.Data["resumed_from"] != "cancelled" {
+		t.Errorf("run_resumed = %+v, want by ana via page from cancelled", resumed)
+	}
+	if _, err := e.Continue(ctx, "no-such-run", "ana", "page"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("Continue of an unknown run: err = %v, want ErrNotFound", err)
+	}
+}

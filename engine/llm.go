@@ -59,6 +59,12 @@ func (rs *runState) llm(ctx context.Context, n *dsl.Node, input map[string]any, 
 		WorkDir: rs.workdir, Interaction: n.LLM.Interaction.String(), Network: declaredNetwork(rs.w.SandboxFor(n)),
 		Permission: n.LLM.Permission, ReadOnly: n.LLM.ReadOnly,
 	}
+	for _, name := range n.LLM.MCPServers {
+		if s := rs.w.MCPServer(name); s != nil {
+			task.MCPServers = append(task.MCPServers, MCPServer{Name: s.Name, Transport: s.Transport.String(),
+				Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL})
+		}
+	}
 	if !n.LLM.PermissionModeSet && rs.e.permission != permission.Off {
 		// The server's default mode, over the workflow's rules.
 		p := permission.Policy{Mode: rs.e.permission}
@@ -206,10 +212,16 @@ func (rs *runState) asyncClosures(task *Task, n *dsl.Node) {
 		if q.AllowFreeText != nil {
 			questions[FreeTextKey] = *q.AllowFreeText
 		}
+		if err := checkAsyncDefault(n, q); err != nil {
+			return "", err
+		}
 		ix, err := rs.e.store.PostQuestion(ctx, PostRequest{RunID: rs.run.ID, Generation: rs.run.Generation, NodeID: n.ID, Questions: questions,
-			AnswerOn: n.AnswerOn, Answerers: n.Answerers})
+			AnswerOn: n.AnswerOn, Answerers: n.Answerers, FollowUp: followUpOf(n, rs.e.now())})
 		if err != nil {
 			return "", err
+		}
+		if ix.FollowUp != nil {
+			rs.e.wakeFollowUps()
 		}
 		rs.e.notify(Event{Type: EventHumanInputRequested, RunID: rs.run.ID, NodeID: n.ID, Time: ix.RequestedAt,
 			Data: map[string]any{"interaction_id": ix.ID, "questions": ix.Questions, "async": true}})

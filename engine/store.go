@@ -82,6 +82,18 @@ type Store interface {
 	AckOutbox(ctx context.Context, id string) error
 	// RetryOutbox counts a failed attempt and postpones the row to next.
 	RetryOutbox(ctx context.Context, id string, next time.Time) error
+
+	// NextTimer returns the stored timer due first; ok is false when
+	// there is none. The timers of a question are stored with it, by
+	// PostQuestion and Commit, from its FollowUp.
+	NextTimer(ctx context.Context) (t Timer, ok bool, err error)
+	// FireTimer removes timer t and, in the same synced transaction, when
+	// t's question still waits for its answer and f is not nil, replaces
+	// its FollowUp with f's, appends f's events (returned with their Seq)
+	// and outbox rows and stores f's next timers. fired is false, and
+	// nothing but the removal written, when t was no longer stored (fired
+	// already) or its question was answered.
+	FireTimer(ctx context.Context, t Timer, f *TimerFire) (events []Event, fired bool, err error)
 }
 
 // RunFilter selects runs. Zero fields select everything.
@@ -107,7 +119,8 @@ type Change struct {
 	// Events are appended; the store assigns their Seq.
 	Events []Event
 	// Interactions are stored as given: blocking and await pauses only
-	// (async questions change through PostQuestion and Answer alone).
+	// (async questions change through PostQuestion and Answer alone). The
+	// timers of a pending one's FollowUp are stored with it.
 	Interactions []*Interaction
 	// Outbox rows are stored as given; the store assigns missing ids.
 	Outbox []OutboxRow
@@ -138,6 +151,9 @@ type PostRequest struct {
 	BranchID string
 	// AnswerOn and Answerers are the node's (answer_on, answerers).
 	AnswerOn, Answerers []string
+	// FollowUp, when set, is the question's reminders, escalation and
+	// expiry; its timers are stored with the question.
+	FollowUp *FollowUp
 }
 
 // AnswerRequest is an answer from some channel to any question: an

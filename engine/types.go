@@ -162,6 +162,10 @@ type Interaction struct {
 	// Fields, for a blocking question, are what its answer must give: a
 	// human node's form, or the one text of an agent's ask_user.
 	Fields []FormField `json:"fields,omitempty"`
+	// FollowUp, when set, is the question's reminders, escalation and
+	// expiry (its node's remind:, escalate:, expire: and default:), and
+	// where they stand.
+	FollowUp *FollowUp `json:"follow_up,omitempty"`
 	// AnswerOn, when set, are the only channels that may answer (the
 	// node's answer_on); Answerers, when set, the only GitHub logins (its
 	// answerers), on the channels where people are GitHub accounts.
@@ -176,12 +180,109 @@ func (ix *Interaction) AnswerableOn(via string) bool {
 }
 
 // MayAnswer reports whether the GitHub user login is among the
-// question's own answerers (true when it names none).
+// question's own answerers (true when it names none), or among those it
+// was escalated to.
 func (ix *Interaction) MayAnswer(login string) bool {
-	if len(ix.Answerers) == 0 {
+	if len(ix.Answerers) == 0 || ix.EscalatedTo(login) {
 		return true
 	}
 	return slices.ContainsFunc(ix.Answerers, func(a string) bool { return strings.EqualFold(a, login) })
+}
+
+// EscalatedTo reports whether the question was escalated to the GitHub
+// user login (named in its escalate: to:, and the time came).
+func (ix *Interaction) EscalatedTo(login string) bool {
+	f := ix.FollowUp
+	return f != nil && f.Escalated && slices.ContainsFunc(f.EscalateTo, func(who string) bool { return strings.EqualFold(who, login) })
+}
+
+// FollowUp is what happens to an unanswered question as time passes, in
+// absolute times (a restart keeps them), and what already happened. The
+// store keeps a timer row for each time still to come.
+type FollowUp struct {
+	// Remind is how often the asked people are reminded; NextReminder is
+	// the next reminder's time (zero: none to come), Reminders how many
+	// were sent.
+	Remind       time.Duration `json:"remind,omitempty"`
+	NextReminder time.Time     `json:"next_reminder,omitzero"`
+	Reminders    int           `json:"reminders,omitempty"`
+	// EscalateAt, when set, is when EscalateTo (GitHub logins, @org/team
+	// handles) may answer too; Escalated says it happened.
+	EscalateAt time.Time `json:"escalate_at,omitzero"`
+	EscalateTo []string  `json:"escalate_to,omitempty"`
+	Escalated  bool      `json:"escalated,omitempty"`
+	// ExpireAt, when set, is when the question expires: answered with
+	// Default (field name → text; QuestionKey for an async question) by
+	// ExpiryBy via "timer", or, with no default, its run fails.
+	ExpireAt time.Time         `json:"expire_at,omitzero"`
+	Default  map[string]string `json:"default,omitempty"`
+}
+
+// Timers are the times still to come of f, as the store's timer rows of
+// question ixID of run runID.
+func (f *FollowUp) Timers(runID, ixID string) []Timer {
+	if f == nil {
+		return nil
+	}
+	var out []Timer
+	if !f.NextReminder.IsZero() {
+		out = append(out, Timer{Due: f.NextReminder, RunID: runID, InteractionID: ixID, What: TimerRemind})
+	}
+	if !f.EscalateAt.IsZero() && !f.Escalated {
+		out = append(out, Timer{Due: f.EscalateAt, RunID: runID, InteractionID: ixID, What: TimerEscalate})
+	}
+	if !f.ExpireAt.IsZero() {
+		out = append(out, Timer{Due: f.ExpireAt, RunID: runID, InteractionID: ixID, What: TimerExpire})
+	}
+	return out
+}
+
+// Due reports whether t is still one of f's times: a row of an earlier
+// asking of the question (re-asked since), or of a reminder already sent,
+// is not.
+func (f *FollowUp) Due(t Timer) bool {
+	if f == nil {
+		return false
+	}
+	switch t.What {
+	case TimerRemind:
+		return f.NextReminder.Equal(t.Due)
+	case TimerEscalate:
+		return !f.Escalated && f.EscalateAt.Equal(t.Due)
+	case TimerExpire:
+		return f.ExpireAt.Equal(t.Due)
+	}
+	return false
+}
+
+// What a timer does.
+const (
+	TimerRemind   = "remind"
+	TimerEscalate = "escalate"
+	TimerExpire   = "expire"
+)
+
+// ExpiryBy is who an expired question's default answer is recorded as
+// given by, via "timer".
+const ExpiryBy = "expiry"
+
+// Timer is a stored time at which the engine acts on a question: remind,
+// escalate or expire it.
+type Timer struct {
+	Due           time.Time `json:"due"`
+	RunID         string    `json:"run_id"`
+	InteractionID string    `json:"interaction_id"`
+	What          string    `json:"what"`
+}
+
+// TimerFire is what firing a timer writes, with the timer's removal, when
+// its question still waits: the question's follow-up as it stands after,
+// events, outbox rows and the timers it sets.
+type TimerFire struct {
+	FollowUp *FollowUp
+	Events   []Event
+	Outbox   []OutboxRow
+	Next     []Timer
 }
 
 // FormField is one field of a blocking question's answer.
@@ -271,6 +372,10 @@ const (
 	EventHumanInputRequested = "human_input_requested"
 	EventHumanAnswers        = "human_answers_recorded"
 	EventInteractionAnswered = "interaction_answered"
+	// EventQuestionReminded and EventQuestionEscalated record a question's
+	// reminder and escalation (data: interaction_id, reminder, to).
+	EventQuestionReminded    = "question_reminded"
+	EventQuestionEscalated   = "question_escalated"
 	EventBudgetWarning       = "budget_warning"
 	EventBudgetExceeded      = "budget_exceeded"
 	EventUserMessageQueued   = "user_message_queued"
@@ -297,6 +402,10 @@ const (
 	OutboxRunPaused        = "run_paused"
 	OutboxRunFinished      = "run_finished"
 	OutboxRunFailed        = "run_failed"
+	// OutboxQuestionReminded and OutboxQuestionEscalated carry a
+	// question's reminder and escalation to its channels.
+	OutboxQuestionReminded  = "question_reminded"
+	OutboxQuestionEscalated = "question_escalated"
 )
 
 // OutboxRow is a pending side effect (a PR comment, a Slack message),

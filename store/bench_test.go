@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -236,4 +239,63 @@ func BenchmarkDeliveryBacklog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// seedBench writes n runs of the github channel, each with its start
+// event, one pending question and their outbox rows, in the production
+// settings, and returns the store's directory.
+func seedBench(b *testing.B, n int) string {
+	b.Helper()
+	dir := b.TempDir()
+	db, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seedLive(b, db, "r", n)
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkBackup10kRuns measures Backup of a store of 10,000 runs (each
+// with an event, a pending question and two outbox rows), to a file.
+func BenchmarkBackup10kRuns(b *testing.B) {
+	dir := seedBench(b, 10_000)
+	db := newDB(b, dir, Options{})
+	out := filepath.Join(b.TempDir(), "b.backup")
+	var size int64
+	for b.Loop() {
+		f, err := os.Create(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Backup(b.Context(), f); err != nil {
+			b.Fatal(err)
+		}
+		st, _ := f.Stat()
+		size = st.Size()
+		f.Close()
+	}
+	b.ReportMetric(float64(size)/(1<<20), "MiB")
+}
+
+// BenchmarkRestore10kRuns measures Restore of that backup into a new
+// directory, the opening that checks it included.
+func BenchmarkRestore10kRuns(b *testing.B) {
+	dir := seedBench(b, 10_000)
+	db := newDB(b, dir, Options{})
+	var buf bytes.Buffer
+	if err := db.Backup(b.Context(), &buf); err != nil {
+		b.Fatal(err)
+	}
+	parent := b.TempDir()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := Restore(filepath.Join(parent, fmt.Sprint(i)), bytes.NewReader(buf.Bytes()), Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(buf.Len())/(1<<20), "MiB")
 }

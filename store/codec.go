@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,9 +99,20 @@ func encode(v any) ([]byte, error) {
 	return append(out, b[1:]...), nil
 }
 
+// currentHead starts every value this build writes.
+var currentHead = []byte(`{"v":` + strconv.Itoa(formatVersion))
+
 // decode unmarshals the value stored at key into v after checking its
 // format version.
 func decode(key, data []byte, v any) error {
+	// encode writes the version first: a value that starts with this
+	// build's needs no second parse to find it.
+	if bytes.HasPrefix(data, currentHead) && len(data) > len(currentHead) && (data[len(currentHead)] == ',' || data[len(currentHead)] == '}') {
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("decoding %s: %w", key, err)
+		}
+		return nil
+	}
 	var head struct {
 		V *json.Number `json:"v"`
 	}

@@ -14,6 +14,9 @@
 //	ix/<run>/<interaction>             interaction (engine.Interaction) and its creation order
 //	ixpend/<run>/<order>/<interaction> pending async question: the index Pending scans,
 //	                                   oldest first; removed by the answer
+//	openq/<run>/<interaction>          a question open for an answer (async, or a blocking
+//	                                   pause): the index OpenQuestions scans across runs;
+//	                                   removed by the answer and when the run ends
 //	inbox/<run>/<seq>                  queued message for an agent (engine.InboxMessage)
 //	ev/<run>/<seq>                     event log (engine.Event), seq from 1
 //	hist/<run>/<series>/<index>        history entry (engine.HistoryEntry): a node's past output
@@ -39,8 +42,21 @@
 //	link/<team>/<user>                 a chat user's link to a GitHub account (SetLink)
 //	linkgh/<github id>/<team>/<user>   index of the links by GitHub account (DropLinks)
 //	nonce/<nonce>                      a used single-use nonce, until it expires
+//	timer/<due>/<run>/<ix>/<what>      a question's reminder, escalation or expiry (engine.Timer),
+//	                                   due in unix ns: NextTimer reads the first; written with
+//	                                   the question from its FollowUp, removed by FireTimer
 //	prune/<run>                        a run being removed (see Prune)
+//	sched/<schedule>                   a schedule: its definition and its state (cursor, last
+//	                                   fire and run, tracking posts); the name is path-escaped
+//	fires/<schedule>/<tick>            a fire of a tick, recorded before its run starts: a tick
+//	                                   fires once; kept 8 days once started or dropped
+//	firepend/<fired>/<schedule>/<tick> index of the fires still to start (queued behind a run, or
+//	                                   claimed), oldest first (fired in unix ns)
 //	meta/layout                        the layout version (below)
+//
+// The schedules' keys came without a layout version of their own: a store
+// of layout 4 without them has no schedules, and an older build ignores
+// them.
 //
 // A new key that holds a run's id in its path must be added to
 // runPrefixes, and one that names a run only in its value to
@@ -85,6 +101,22 @@
 // at the current version. To change the layout, append a step to
 // migrations.
 //
+// Before the first step, Open writes a backup of the store as it was
+// (Backup's format) to backups/layout-<old version>-<time>.backup in the
+// store's directory, and logs its path: the way back to the previous
+// iterion is to restore it (Restore) into a new directory. Inside the
+// store's directory rather than beside it, because a container's volume
+// is the store's directory and its parent is often not writable. A
+// failed backup leaves the store untouched and Open fails.
+//
+// # Backup and restore
+//
+// Backup streams a consistent snapshot of a live store (Badger's backup
+// stream, after a line naming the layout version); Restore loads one into
+// a new or empty directory only (ErrNotEmpty otherwise), refuses a file
+// that is not a backup (ErrNotBackup) or one of a newer layout, and opens
+// the result once, which migrates a backup of an older layout.
+//
 //	1  the first layout: everything above but meta/layout, prune/, runref/ and dlvpend/
 //	2  meta/layout; the runs of pull requests indexed (runpr/), which
 //	   layout 1 did at every open, marked by meta/index/runpr
@@ -92,6 +124,7 @@
 //	   Details; runs are indexed by Ref (runref/), and runpr/ is gone
 //	4  the deliveries still to handle indexed (dlvpend/); handled ones
 //	   keep no payload
+//	5  the open questions of every run indexed (openq/)
 //
 // # Memory
 //

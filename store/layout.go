@@ -48,6 +48,7 @@ var migrations = []migration{
 	{"index the runs of pull requests (runpr/)", migrateIndexPRRuns},
 	{"move GitHub's trigger details into the channel's ref and details (runref/)", migrateChannelRefs},
 	{"index the pending deliveries (dlvpend/) and drop the payloads of handled ones", migrateDeliveryIndex},
+	{"index the open questions across runs (openq/)", migrateOpenQuestions},
 }
 
 // layoutOf is the layout version of a store after steps.
@@ -83,6 +84,12 @@ func (db *DB) upgradeLayout(ctx context.Context, steps []migration) error {
 	case db.readOnly != nil:
 		return fmt.Errorf("its layout (version %d) must be migrated to version %d before this iterion can read it, which writes, but %w", version, current, &diskFullError{dir: db.readOnly.dir, free: db.readOnly.free, need: db.readOnly.need})
 	}
+	// The migration rewrites the store in place: what it was stays in a
+	// backup, for a rollback to the previous iterion.
+	if _, err := db.backupBeforeMigration(ctx, version); err != nil {
+		return fmt.Errorf("its layout (version %d) must be migrated to version %d, and backing it up first failed, so nothing was changed: %w (free space in %s, or run the previous iterion)",
+			version, current, err, db.dir)
+	}
 	for ; version < current; version++ {
 		step := steps[version-1]
 		db.log.Info("store: migrating the layout", "dir", db.dir, "from", version, "to", version+1, "step", step.name)
@@ -100,26 +107,31 @@ func (db *DB) upgradeLayout(ctx context.Context, steps []migration) error {
 // whether the store holds nothing at all.
 func (db *DB) layout(ctx context.Context) (version int, empty bool, err error) {
 	err = db.view(ctx, func(txn *tx) error {
-		var rec layoutRecord
-		switch err := get(txn, layoutKey, &rec); {
-		case err == nil:
-			version = rec.Layout
-			if version < 1 {
-				return fmt.Errorf("%s holds version %d", layoutKey, version)
-			}
-			return nil
-		case !errors.Is(err, engine.ErrNotFound):
-			return err
-		}
-		it := txn.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		it.Rewind()
-		if empty = !it.Valid(); !empty {
-			version = 1
-		}
-		return nil
+		version, empty, err = readLayout(txn)
+		return err
 	})
 	return version, empty, err
+}
+
+// readLayout is layout in a transaction.
+func readLayout(txn *tx) (version int, empty bool, err error) {
+	var rec layoutRecord
+	switch err := get(txn, layoutKey, &rec); {
+	case err == nil:
+		if rec.Layout < 1 {
+			return 0, false, fmt.Errorf("%s holds version %d", layoutKey, rec.Layout)
+		}
+		return rec.Layout, false, nil
+	case !errors.Is(err, engine.ErrNotFound):
+		return 0, false, err
+	}
+	it := txn.NewIterator(badger.IteratorOptions{})
+	defer it.Close()
+	it.Rewind()
+	if !it.Valid() {
+		return 0, true, nil
+	}
+	return 1, false, nil
 }
 
 // setLayout records the layout version, synced.
@@ -293,6 +305,52 @@ func migrateDeliveryIndex(ctx context.Context, db *DB) error {
 				}
 			}
 			return nil
+		})
+		if err != nil || next == nil {
+			return err
+		}
+		from = next
+	}
+}
+
+// Version 4 to 5: the open questions indexed.
+
+// migrateOpenQuestions indexes every question still pending (but await
+// pauses) of the runs that have not ended, in batches; indexing one twice
+// writes the same entry.
+func migrateOpenQuestions(ctx context.Context, db *DB) error {
+	prefix := []byte("ix/")
+	var from []byte
+	for {
+		var next []byte
+		err := db.update(ctx, false, func(txn *tx) error {
+			next = nil
+			n := 0
+			runs := map[string]*engine.Run{}
+			return scan(txn, prefix, from, func(key []byte, rec *ixRecord) (bool, error) {
+				if n == batchSize || txn.written >= migrationTxnBytes {
+					next = key
+					return false, nil
+				}
+				n++
+				if rec.Interaction == nil || !rec.Pending() || rec.Kind == engine.KindAwait {
+					return true, nil
+				}
+				runID := string(key[len(prefix):])
+				runID, _, _ = strings.Cut(runID, "/")
+				run, seen := runs[runID]
+				if !seen {
+					r, err := getRun(txn, runID)
+					if err != nil && !errors.Is(err, engine.ErrNotFound) {
+						return false, err
+					}
+					run, runs[runID] = r, r
+				}
+				if run == nil || run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
+					return true, nil
+				}
+				return true, putOpenQuestion(txn, runID, rec.Interaction, nil)
+			})
 		})
 		if err != nil || next == nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,5 +257,59 @@ func TestLegacyGitHubTriggersMigrated(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A store of layout 4 gets its open questions indexed: the pending
+// questions of runs that have not ended, but the waits of agents; the
+// index is then kept by the intents as usual.
+func TestOpenQuestionsMigrated(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	db := newDB(t, dir, Options{SmallMemory: true})
+	open := storetest.MustCreateRun(t, db, "r-open", 0)
+	q1 := storetest.MustPost(t, db, open, "ask", "Which licence?")
+	storetest.MustAnswer(t, db, open.ID, storetest.MustPost(t, db, open, "ask", "Which year?").ID, "2026", "ana")
+	ended := storetest.MustCreateRun(t, db, "r-ended", 0)
+	storetest.MustPost(t, db, ended, "ask", "Too late?")
+	paused := storetest.MustCreateRun(t, db, "r-paused", 0)
+	storetest.MustCommit(t, db, engine.Change{RunID: paused.ID, Generation: paused.Generation, Status: engine.StatusPausedWaitingHuman,
+		Interactions: []*engine.Interaction{{ID: "r-paused_approve", NodeID: "approve", Questions: map[string]any{"approved": "bool"}}}})
+	storetest.MustCommit(t, db, engine.Change{RunID: ended.ID, Generation: ended.Generation, Status: engine.StatusFinished})
+	// Layout 4 had no index: remove it, as such a store would be.
+	if err := db.deletePrefix(ctx, openqAll); err != nil {
+		t.Fatal(err)
+	}
+	if qs, _ := db.OpenQuestions(ctx); len(qs) != 0 {
+		t.Fatalf("%d open questions left after removing the index", len(qs))
+	}
+	setStoredLayout(t, db, 4)
+	closeDB(t, db)
+
+	db = newDB(t, dir, Options{SmallMemory: true})
+	if got := storedLayout(t, db); got != LayoutVersion() {
+		t.Errorf("layout after migrating = %d, want %d", got, LayoutVersion())
+	}
+	qs, err := db.OpenQuestions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range qs {
+		got = append(got, q.InteractionID)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{q1.ID, "r-paused_approve"}, got); diff != "" {
+		t.Errorf("open questions after the migration (-want +got):\n%s", diff)
+	}
+	// No entry of the ended run was written: its prefix is empty.
+	err = db.view(ctx, func(txn *tx) error {
+		if keys := keysUnder(txn, openqPrefix(ended.ID), 1); len(keys) > 0 {
+			t.Errorf("the ended run has index entries: %s", keys)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,6 +45,7 @@ func runPrefixes(id string) [][]byte {
 		ckptKey(id), // exact key, no other run's: ids never contain "/"
 		ixPrefix(id),
 		pendPrefix(id),
+		openqPrefix(id),
 		inboxPrefix(id),
 		evPrefix(id),
 		[]byte("seq/" + id + "/"),
@@ -281,7 +282,7 @@ func (db *DB) purgeReferences(ctx context.Context, ids []string) error {
 	var keys [][]byte
 	err := db.view(ctx, func(txn *tx) error {
 		keys = nil
-		for _, prefix := range [][]byte{outboxPrefix, []byte("ixref/"), []byte("short/")} {
+		for _, prefix := range [][]byte{outboxPrefix, []byte("ixref/"), []byte("short/"), timerPrefix} {
 			err := scan(txn, prefix, nil, func(key []byte, ref *runRef) (bool, error) {
 				if !gone[ref.RunID] {
 					return true, nil

@@ -52,6 +52,11 @@ func mustFullRun(t *testing.T, db *DB, clock *settableClock, id string, status e
 	}
 	answered := storetest.MustPost(t, db, run, "agent", "Which database?")
 	pending := storetest.MustPost(t, db, run, "agent", "Which port?")
+	// A question with reminders: its timer rows go with the run.
+	if _, err := db.PostQuestion(ctx, engine.PostRequest{RunID: id, NodeID: "agent", Questions: map[string]any{engine.QuestionKey: "Which host?"},
+		FollowUp: &engine.FollowUp{Remind: time.Hour, NextReminder: clock.Now().Add(time.Hour), ExpireAt: clock.Now().Add(48 * time.Hour), Default: map[string]string{engine.QuestionKey: "localhost"}}}); err != nil {
+		t.Fatal(err)
+	}
 	storetest.MustAnswer(t, db, id, answered.ID, "PostgreSQL", "alice")
 	for i, ix := range []*engine.Interaction{answered, pending} {
 		if err := db.RecordPost(ctx, id, ix.ID, "github", fmt.Sprintf("%s-comment-%d", id, i)); err != nil {

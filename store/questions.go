@@ -68,6 +68,7 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			RequestedAt: now,
 			AnswerOn:    slices.Clone(q.AnswerOn),
 			Answerers:   slices.Clone(q.Answerers),
+			FollowUp:    q.FollowUp,
 		}
 		// A blocking pause of a node named "x_async" in iteration n has the
 		// same id as the n-th async question of node "x".
@@ -80,6 +81,12 @@ func (db *DB) PostQuestion(ctx context.Context, q engine.PostRequest) (*engine.I
 			return err
 		}
 		if err := put(txn, pendKey(run.ID, order, ix.ID), pendingRecord{InteractionID: ix.ID, NodeID: ix.NodeID}); err != nil {
+			return err
+		}
+		if err := putOpenQuestion(txn, run.ID, ix, nil); err != nil {
+			return err
+		}
+		if err := putTimers(txn, ix); err != nil {
 			return err
 		}
 		ev := engine.Event{
@@ -192,6 +199,9 @@ func (db *DB) Answer(ctx context.Context, a engine.AnswerRequest) (*engine.Answe
 			return err
 		}
 		if err := txn.Delete(pendKey(run.ID, rec.Order, ix.ID)); err != nil {
+			return err
+		}
+		if err := putOpenQuestion(txn, run.ID, ix, nil); err != nil {
 			return err
 		}
 		seq, err := reserve(txn, run.ID, counterInbox, 1)

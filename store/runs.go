@@ -239,6 +239,12 @@ func (db *DB) Commit(ctx context.Context, c engine.Change) error {
 				return err
 			}
 		}
+		if run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
+			// Nobody can answer its questions any more.
+			if err := dropOpenQuestions(txn, run.ID); err != nil {
+				return err
+			}
+		}
 		return putOutbox(txn, run, c.Outbox, now)
 	})
 	if err != nil {
@@ -267,8 +273,10 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	}
 	rec := ixRecord{Interaction: &ix}
 	old, err := getInteraction(txn, runID, ix.ID)
+	var replaced *engine.Interaction
 	switch {
 	case err == nil:
+		replaced = old.Interaction
 		if old.Kind == engine.KindAsync {
 			return fmt.Errorf("interaction %s is async: only PostQuestion and Answer write those", ix.ID)
 		}
@@ -280,7 +288,13 @@ func putInteraction(txn *tx, runID string, in *engine.Interaction, now time.Time
 	default:
 		return err
 	}
-	return put(txn, ixKey(runID, ix.ID), rec)
+	if err := put(txn, ixKey(runID, ix.ID), rec); err != nil {
+		return err
+	}
+	if err := putTimers(txn, &ix); err != nil {
+		return err
+	}
+	return putOpenQuestion(txn, runID, &ix, replaced)
 }
 
 // appendEvents writes events after the run's last one.

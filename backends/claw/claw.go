@@ -28,6 +28,9 @@ type Options struct {
 	// Prices add to and override the built-in price table, by model
 	// prefix ("<provider>/<model>"). nil means the built-in table alone.
 	Prices map[string]Price
+	// MCPConnectTimeout bounds connecting to each of a node's MCP servers
+	// and listing its tools. Zero means DefaultMCPConnectTimeout.
+	MCPConnectTimeout time.Duration
 }
 
 // ProviderConfig declares an OpenAI-compatible provider.
@@ -43,6 +46,8 @@ type Backend struct {
 	hc        *http.Client
 	sleep     func(context.Context, time.Duration) error
 	prices    map[string]Price
+	// mcpConnectTimeout bounds each MCP server's connection.
+	mcpConnectTimeout time.Duration
 	// newProvider builds the provider for a model; tests reach it through
 	// the real constructors with base URLs of a fake server.
 	newProvider func(name string) (provider, error)
@@ -52,7 +57,10 @@ var _ engine.Backend = (*Backend)(nil)
 
 // New returns the claw backend.
 func New(opts Options) *Backend {
-	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, prices: opts.Prices}
+	b := &Backend{env: opts.Env, providers: opts.Providers, hc: opts.HTTPClient, sleep: opts.Sleep, prices: opts.Prices, mcpConnectTimeout: opts.MCPConnectTimeout}
+	if b.mcpConnectTimeout <= 0 {
+		b.mcpConnectTimeout = DefaultMCPConnectTimeout
+	}
 	if b.env == nil {
 		b.env = os.Getenv
 	}
@@ -138,6 +146,12 @@ func (b *Backend) Execute(ctx context.Context, task *engine.Task) (*engine.Resul
 		}
 	}
 	tools := b.toolsFor(task)
+	mcpTools, closeMCP, err := b.connectMCP(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	defer closeMCP()
+	tools = append(tools, mcpTools...)
 	defs := make([]ToolDef, len(tools))
 	for i, t := range tools {
 		defs[i] = t.def

@@ -12,6 +12,7 @@ import (
 	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/pi/rpc"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/agentcli"
 )
 
 // printTurn is what one `pi --mode json` printed that iterion reads.
@@ -96,7 +97,7 @@ func (b *Backend) executePrint(ctx context.Context, task *engine.Task, inv *invo
 // printOnce runs one `pi --mode json` with text on its stdin.
 func (b *Backend) printOnce(ctx context.Context, task *engine.Task, inv *invocation, text string) (*printTurn, error) {
 	stdoutR, stdoutW := io.Pipe()
-	errOut := &tailBuffer{max: 8 << 10}
+	errOut := &agentcli.Tail{Max: 8 << 10}
 	p, err := inv.process(&engine.Process{
 		Argv: inv.argv("json"), Env: inv.env(b.printKeyEnv(inv)...), Mounts: inv.mounts(),
 		Stdin: strings.NewReader(text), Stdout: stdoutW, Stderr: errOut,
@@ -155,7 +156,7 @@ func (b *Backend) printOnce(ctx context.Context, task *engine.Task, inv *invocat
 	case res.Limit != "":
 		return nil, engine.NewBackendError(engine.CodeSandboxLimit, false, fmt.Errorf("pi broke the sandbox's %s limit (%s)", res.Limit, res.Detail))
 	case len(turn.messages) == 0:
-		return nil, engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("pi ended (exit %d) without a turn%s", res.ExitCode, errOut.suffix()))
+		return nil, engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("pi ended (exit %d) without a turn%s", res.ExitCode, errOut.Said("pi")))
 	}
 	return turn, nil
 }

@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/iterion-bot/iterion/backends/asktools"
 	"github.com/iterion-bot/iterion/backends/pi/rpc"
 	"github.com/iterion-bot/iterion/engine"
+	"github.com/iterion-bot/iterion/internal/agentcli"
 )
 
 // rpcRun is one node session on `pi --mode rpc`: one process, driven by
@@ -48,7 +48,7 @@ type rpcRun struct {
 	pauseCall  *toolCall // the call held for a person
 	grant      *toolCall // the call a person allowed, let through once
 	aborted    bool      // abort sent for the pause
-	errOut     *tailBuffer
+	errOut     *agentcli.Tail
 	cancelling bool
 }
 
@@ -73,7 +73,7 @@ type outcome struct {
 func (b *Backend) executeRPC(ctx context.Context, task *engine.Task, inv *invocation) (*engine.Result, error) {
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
-	r := &rpcRun{b: b, task: task, inv: inv, purpose: map[string]string{}, errOut: &tailBuffer{max: 8 << 10}}
+	r := &rpcRun{b: b, task: task, inv: inv, purpose: map[string]string{}, errOut: &agentcli.Tail{Max: 8 << 10}}
 	if s := inv.saved; s != nil && s.Tool == "permission" && asktools.PermissionAllowed(task.ResumeAnswer) {
 		r.grant = s.Call
 	}
@@ -153,7 +153,7 @@ func (b *Backend) executeRPC(ctx context.Context, task *engine.Task, inv *invoca
 				kill()
 				<-exited
 				return nil, engine.NewBackendError(engine.CodeExecutionFailed, true, fmt.Errorf(
-					"pi did not answer within %s of its start%s", b.startTimeout, r.errOut.suffix()))
+					"pi did not answer within %s of its start%s", b.startTimeout, r.errOut.Said("pi")))
 			}
 		case <-ctxDone:
 			// Cancelled or timed out: abort the turn so that a partial
@@ -200,7 +200,7 @@ func (r *rpcRun) send(typ string, fields map[string]any, purpose string) error {
 // died is the error of a pi that exited before the node was done.
 func (r *rpcRun) died(exited <-chan struct{}, cause error) error {
 	<-exited
-	return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("pi exited before the node was done (%v)%s", cause, r.errOut.suffix()))
+	return engine.NewBackendError(engine.CodeExecutionFailed, false, fmt.Errorf("pi exited before the node was done (%v)%s", cause, r.errOut.Said("pi")))
 }
 
 // handle takes one event; a non-nil outcome ends the session.
@@ -315,7 +315,7 @@ func (r *rpcRun) start(ctx context.Context, data json.RawMessage) *outcome {
 		return &outcome{err: fmt.Errorf("decoding pi's state: %w", err)}
 	}
 	if !r.extReady {
-		return &outcome{err: errContract("it never said it was ready" + r.errOut.suffix())}
+		return &outcome{err: errContract("it never said it was ready" + r.errOut.Said("pi"))}
 	}
 	r.started = true
 	if st.Model != nil {
@@ -517,33 +517,4 @@ func (r *rpcRun) savePause() error {
 	}
 	r.pause.Conversation, _ = json.Marshal(savedSession{V: 1, File: filepath.Base(files[0]), Session: string(data), Tool: r.pauseTool, Call: r.pauseCall})
 	return r.pause
-}
-
-// tailBuffer keeps the last max bytes written to it (pi's stderr), for
-// the error of a pi that failed.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-// suffix is ": <what pi printed on stderr>", or "".
-func (t *tailBuffer) suffix() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
-	if s == "" {
-		return ""
-	}
-	return "; pi said: " + s
 }

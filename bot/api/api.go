@@ -15,6 +15,36 @@
 //	                                                 → {run_id, interaction_id, queued, resumed}
 //	POST /api/runs/{id}/cancel                       → {run_id, cancelled}
 //	POST /api/runs                                   {file_path, vars?, run_id?, preset?} → {run_id, status}
+//	GET  /api/schedules                              {schedules: [schedule.Status…]}
+//	POST /api/schedules/{name}/run                   → {schedule, run_id}: fires it now
+//
+// A schedule's name holds slashes ("github/acme/app/nightly"): escape
+// them in the path (%2F). A name that is no schedule's is looked for as
+// the end of one ("nightly"), when only one ends so.
+//
+// and, beyond upstream's, what the admin page shows:
+//
+//	GET  /api/runs                                   {runs, total, offset} ?status=&repo=&channel=&offset=&limit=
+//	POST /api/runs/{id}/resume                       → {run_id, status} (a cancelled or failed_resumable run)
+//	GET  /api/runs/{id}/interactions                 {interactions: [Question…]}, each with its audit trail
+//	GET  /api/runs/{id}/interactions/{iid}           Question, with its audit trail
+//	GET  /api/questions                              {questions: [Question…], total, offset}: the open
+//	                                                 questions of every run, newest first
+//	                                                 ?repo=&run=&older_than=&deadline_within=&offset=&limit=
+//
+// A Question says what it asks (question, options, free_text, fields),
+// where its run belongs (place: channel, repo, pr), when it was asked and
+// its deadline, the channels' posts that carry it and, once answered,
+// answered_by, via and answer; the audit trail lists asked, posted,
+// answered and the run's events that name it (reminders).
+//
+//	GET  /api/store/backup                           the store's backup stream (application/octet-stream)
+//
+// The backup holds everything in the store, so it answers only callers on
+// the local socket (the store's own user, Via "cli"); on TCP it is 403
+// whatever the token. Its body is streamed as the store writes it, never
+// scrubbed or held in memory: a failure once it began cuts the stream
+// short, which the client reports (the file then does not restore).
 //
 // Events are long-polled with wait (a Go duration, such as 30s; at most
 // MaxWait, more is cut to it): when the run has no event after "after",
@@ -52,10 +82,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -63,6 +96,7 @@ import (
 type runEngine interface {
 	Answer(ctx context.Context, req engine.AnswerRequest) (*engine.AnswerResult, error)
 	Stop(ctx context.Context, runID, reason string) (bool, error)
+	Continue(ctx context.Context, runID, by, via string) (*engine.Run, error)
 	WaitChange(ctx context.Context, runID string, after int64) error
 }
 
@@ -76,11 +110,15 @@ var ErrShuttingDown = errors.New("the store's owner is shutting down: ask again 
 // Server serves the API.
 type Server struct {
 	engine runEngine
-	store  engine.Store
+	store  ReadStore
+	reader *Reader
 	log    *slog.Logger
 	launch func(ctx context.Context, req LaunchRequest) (*engine.Run, error)
 	redact *engine.Redactor
+	backup func(ctx context.Context, w io.Writer) error
 	waits  waits
+
+	schedules Schedules
 }
 
 // waits are the events requests waiting for a change, ended by Close.
@@ -139,7 +177,32 @@ type Options struct {
 	// Redactor scrubs the server's secrets from every answer's body (run
 	// records, events, questions, errors). nil means nothing is scrubbed.
 	Redactor *engine.Redactor
+	// Schedules lists and fires the server's schedules for
+	// /api/schedules. nil means the routes are absent.
+	Schedules Schedules
+	// Backup writes a backup of the store to w, for GET /api/store/backup
+	// (store.DB.Backup). nil means the route is absent.
+	Backup func(ctx context.Context, w io.Writer) error
+	// Place says where a run belongs (its repository), for the repo
+	// filters and the questions' place. nil means nowhere but its channel.
+	Place func(*engine.Run) Place
 }
+
+// Schedules are the server's schedules, as the API shows and fires them.
+type Schedules interface {
+	// List returns every schedule with its last and next fires.
+	List(ctx context.Context) ([]schedule.Status, error)
+	// Fire fires schedule name now and returns the run it started.
+	Fire(ctx context.Context, name string) (runID string, err error)
+}
+
+// FireError is a fire refused because of what the caller asked (an
+// unknown or ambiguous schedule) or because its run could not start;
+// the message says which, and what to do.
+type FireError struct{ Err error }
+
+func (e *FireError) Error() string { return e.Err.Error() }
+func (e *FireError) Unwrap() error { return e.Err }
 
 // LaunchRequest is the body of POST /api/runs.
 type LaunchRequest struct {
@@ -152,12 +215,12 @@ type LaunchRequest struct {
 }
 
 // NewServer returns a server over an engine and its store.
-func NewServer(e runEngine, s engine.Store, opts Options) *Server {
+func NewServer(e runEngine, s ReadStore, opts Options) *Server {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{engine: e, store: s, log: log, launch: opts.Launch, redact: opts.Redactor}
+	return &Server{engine: e, store: s, reader: NewReader(s, opts.Place, nil), log: log, launch: opts.Launch, redact: opts.Redactor, schedules: opts.Schedules, backup: opts.Backup}
 }
 
 // Handler returns the API's routes. They answer only requests with a
@@ -171,12 +234,26 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runs/{id}/interactions/pending", s.pending)
 	mux.HandleFunc("POST /api/runs/{id}/interactions/{iid}/answer", s.answer)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
+	mux.HandleFunc("POST /api/runs/{id}/resume", s.resume)
+	mux.HandleFunc("GET /api/runs/{id}/interactions", s.runQuestions)
+	mux.HandleFunc("GET /api/runs/{id}/interactions/{iid}", s.question)
+	mux.HandleFunc("GET /api/questions", s.questions)
 	if s.launch != nil {
 		mux.HandleFunc("POST /api/runs", s.launchRun)
+	}
+	if s.schedules != nil {
+		mux.HandleFunc("GET /api/schedules", s.listSchedules)
+		mux.HandleFunc("POST /api/schedules/{name}/run", s.fireSchedule)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := CallerFrom(r.Context()); !ok {
 			unauthorized(w, "unauthenticated request")
+			return
+		}
+		if r.URL.Path == backupPath {
+			// Streamed as is: a backup is no JSON answer to scrub, and
+			// may be larger than memory.
+			s.serveBackup(w, r)
 			return
 		}
 		scrubBodies(s.redact, mux).ServeHTTP(w, r)
@@ -187,20 +264,37 @@ func (s *Server) Handler() http.Handler {
 const maxBody = 1 << 20
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	limit, err := intParam(r, "limit", 100)
+	limit, err := intParam(r, "limit", DefaultLimit)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	runs, err := s.store.Runs(r.Context(), engine.RunFilter{Status: engine.Status(r.URL.Query().Get("status")), Limit: int(limit)})
+	offset, err := intParam(r, "offset", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	q := r.URL.Query()
+	status := engine.Status(q.Get("status"))
+	if status != "" && !knownStatus(status) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("status=%q is not a run status: use running, paused_waiting_human, finished, failed, failed_resumable or cancelled", status))
+		return
+	}
+	page, err := s.reader.Runs(r.Context(), RunFilter{Status: status, Repo: q.Get("repo"), Channel: q.Get("channel"), Offset: int(offset), Limit: int(limit)})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if runs == nil {
-		runs = []*engine.Run{}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// knownStatus reports whether s is a run status.
+func knownStatus(s engine.Status) bool {
+	switch s {
+	case engine.StatusRunning, engine.StatusPausedWaitingHuman, engine.StatusFinished, engine.StatusFailed, engine.StatusFailedResumable, engine.StatusCancelled:
+		return true
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
+	return false
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -354,6 +448,43 @@ func (s *Server) launchRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"run_id": run.ID, "status": run.Status})
 }
 
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
+	list, err := s.schedules.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []schedule.Status{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": list})
+}
+
+func (s *Server) fireSchedule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	list, err := s.schedules.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	full, err := schedule.Find(list, name)
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error(), Code: "not_found"})
+		return
+	}
+	id, err := s.schedules.Fire(r.Context(), full)
+	var refused *FireError
+	if errors.As(err, &refused) {
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Code: "fire_refused"})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"schedule": full, "run_id": id})
+}
+
 // BadRequestError is a launch refused because of what the caller sent.
 type BadRequestError struct{ Err error }
 
@@ -381,6 +512,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var bad *engine.InvalidAnswerError
 	if errors.As(err, &bad) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Code: "invalid_answer", Fields: bad.Fields})
+		return
+	}
+	var notResumable *engine.NotResumableError
+	if errors.As(err, &notResumable) {
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Code: "not_resumable"})
 		return
 	}
 	for _, m := range errorCodes {
@@ -454,4 +590,92 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, errorBody{Error: err.Error(), Code: "bad_request"})
+}
+
+// questions lists the open questions across runs: {questions, total,
+// offset}, newest first.
+func (s *Server) questions(w http.ResponseWriter, r *http.Request) {
+	f, err := ParseQuestionFilter(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	page, err := s.reader.Questions(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// ParseQuestionFilter reads the filters of a list of questions from a
+// query string: repo, run, older_than and deadline_within (durations such
+// as 2h), offset and limit. The errors say what to write instead.
+func ParseQuestionFilter(q url.Values) (QuestionFilter, error) {
+	f := QuestionFilter{Repo: strings.TrimSpace(q.Get("repo")), RunID: strings.TrimSpace(q.Get("run"))}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{{"older_than", &f.OlderThan}, {"deadline_within", &f.DeadlineWithin}} {
+		v := strings.TrimSpace(q.Get(d.name))
+		if v == "" {
+			continue
+		}
+		dur, err := time.ParseDuration(v)
+		if err != nil || dur < 0 {
+			return f, fmt.Errorf("%s=%q is not a duration: write one such as 30m, 2h or 48h", d.name, v)
+		}
+		*d.to = dur
+	}
+	for _, n := range []struct {
+		name string
+		to   *int
+	}{{"offset", &f.Offset}, {"limit", &f.Limit}} {
+		v := q.Get(n.name)
+		if v == "" {
+			continue
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 {
+			return f, fmt.Errorf("%s=%q is not a non-negative integer", n.name, v)
+		}
+		*n.to = i
+	}
+	return f, nil
+}
+
+// runQuestions lists a run's questions with their audit trails.
+func (s *Server) runQuestions(w http.ResponseWriter, r *http.Request) {
+	run, err := s.store.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	qs, err := s.reader.RunQuestions(r.Context(), run)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"interactions": qs})
+}
+
+// question is one question with its audit trail.
+func (s *Server) question(w http.ResponseWriter, r *http.Request) {
+	q, err := s.reader.Question(r.Context(), r.PathValue("id"), r.PathValue("iid"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+// resume continues a cancelled or failed_resumable run: {run_id, status}.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	c, _ := CallerFrom(r.Context())
+	run, err := s.engine.Continue(r.Context(), r.PathValue("id"), c.Name, c.Via)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": run.ID, "status": run.Status})
 }

@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 		f.launched <- c
 		return &engine.Run{ID: "r-new", Status: engine.StatusRunning}, nil
 	}
-	h := api.NewServer(f.engine, db, api.Options{Launch: launch}).Handler()
+	h := api.NewServer(f.engine, db, api.Options{Launch: launch, Backup: db.Backup}).Handler()
 	srv := httptest.NewServer(api.RequireToken(tcpToken, tcpName, h))
 	t.Cleanup(srv.Close)
 	f.base = srv.URL
@@ -204,6 +204,7 @@ func TestAPIRefusesWithoutToken(t *testing.T) {
 		{"POST", "/api/runs/r-api/interactions/r-api_draft_async_1/answer", `{"answer": "MIT"}`},
 		{"POST", "/api/runs/r-api/cancel", "{}"},
 		{"POST", "/api/runs", `{"file_path": "w.bot"}`},
+		{"GET", "/api/store/backup", ""},
 		{"GET", "/api/nowhere", ""},
 	}
 	transports := []struct {

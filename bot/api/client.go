@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -155,6 +156,33 @@ func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	return out.Cancelled, err
 }
 
+// Schedules lists the owner's schedules.
+func (c *Client) Schedules(ctx context.Context) ([]schedule.Status, error) {
+	var out struct {
+		Schedules []schedule.Status `json:"schedules"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/schedules", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Schedules, nil
+}
+
+// FireSchedule fires a schedule now and returns its full name and the run
+// it started. It waits as long as the start takes (a checkout), bounded
+// by ctx.
+func (c *Client) FireSchedule(ctx context.Context, name string) (full, runID string, err error) {
+	var out struct {
+		Schedule string `json:"schedule"`
+		RunID    string `json:"run_id"`
+	}
+	slow := *c
+	hc := *c.http
+	hc.Timeout = 0
+	slow.http = &hc
+	err = slow.do(ctx, http.MethodPost, "/api/schedules/"+url.PathEscape(name)+"/run", struct{}{}, &out)
+	return out.Schedule, out.RunID, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -184,11 +212,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("reading the store owner's reply: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var eb errorBody
-		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
-			eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
-		}
-		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, Fields: eb.Fields}
+		return decodeError(resp, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -196,4 +220,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 	}
 	return nil
+}
+
+// decodeError is the *Error of an error reply whose body is data.
+func decodeError(resp *http.Response, data []byte) error {
+	var eb errorBody
+	if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+		eb.Error = fmt.Sprintf("store owner replied %s", resp.Status)
+	}
+	return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, Fields: eb.Fields}
 }

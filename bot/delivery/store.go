@@ -81,6 +81,80 @@ type QueuedLaunch struct {
 	Seq      int64     `json:"seq"`
 }
 
+// Schedule is a schedule as the store keeps it: its definition, replaced
+// whenever its source's configuration is read again, and its state,
+// which the store keeps across those replacements.
+type Schedule struct {
+	// Name is unique across sources ("server/nightly",
+	// "github/acme/app/nightly"); it may hold any text but a newline.
+	Name string `json:"name"`
+	// Source is who declares it ("server", "github/acme/app"): a source's
+	// schedules are replaced together (PutSchedules).
+	Source string `json:"source"`
+	// Cron and Zone are the spec and its IANA zone ("" for UTC).
+	Cron string `json:"cron"`
+	Zone string `json:"zone,omitempty"`
+	// Overlap is what a tick does while the schedule's last run is still
+	// going: skip (the default) or queue.
+	Overlap string `json:"overlap,omitempty"`
+	// Grace is how late a tick may still fire, after downtime.
+	Grace time.Duration `json:"grace,omitempty"`
+	// Target is the channel's own description of what a fire starts and
+	// where it reports, in its JSON shape; only that channel reads it.
+	Target []byte `json:"target,omitempty"`
+
+	// The state, kept across definitions.
+
+	// Cursor is the key of the last tick looked at (fired or passed
+	// over): the next tick is looked for after it. It never moves back.
+	Cursor string `json:"cursor,omitempty"`
+	// Since is when the schedule was first stored.
+	Since time.Time `json:"since"`
+	// LastFire and LastFireAt are the key and the time of the last tick
+	// fired (a manual fire's included); LastRun is the run the last fire
+	// started, once started.
+	LastFire   string    `json:"last_fire,omitempty"`
+	LastFireAt time.Time `json:"last_fire_at,omitzero"`
+	LastRun    string    `json:"last_run,omitempty"`
+	// Posts are the external ids of the schedule's own posts (its
+	// tracking issue), by name.
+	Posts map[string]string `json:"posts,omitempty"`
+	// UpdatedAt is when the definition or the state last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Fire states.
+const (
+	// FireQueued waits for the schedule's last run to end (overlap:
+	// queue).
+	FireQueued = "queued"
+	// FireClaimed is recorded and its run not yet started.
+	FireClaimed = "claimed"
+	// FireStarted has started its run.
+	FireStarted = "started"
+	// FireDropped did not start a run: Error says why.
+	FireDropped = "dropped"
+)
+
+// Fire is one tick of a schedule that fired, recorded before its run
+// starts: a tick fires once, whatever restarts come between.
+type Fire struct {
+	Schedule string `json:"schedule"`
+	// Tick is the tick's key (Schedule.Cursor's kind), or for a fire
+	// asked by hand "manual-" and the time it was asked.
+	Tick string `json:"tick"`
+	// At is when the tick came (the time asked, for a manual fire).
+	At time.Time `json:"at"`
+	// Manual is set for a fire asked by hand, which moves no cursor.
+	Manual bool   `json:"manual,omitempty"`
+	State  string `json:"state"`
+	RunID  string `json:"run_id,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// FiredAt is when it was recorded; UpdatedAt its last change.
+	FiredAt   time.Time `json:"fired_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
 // Store is the bot's part of the store. Every method is one intent, done
 // whole or not at all; a context error or a closed store is an error.
 // Unless said otherwise, a missing record is engine.ErrNotFound (wrapped).
@@ -164,6 +238,57 @@ type Store interface {
 	// written, in no particular order.
 	RunsByRef(ctx context.Context, ref string) ([]*engine.Run, error)
 
+	// Schedules.
+
+	// PutSchedules replaces the schedules of source with defs, synced:
+	// schedules of source not in defs are removed, with their fires still
+	// to start (dropped); the others are written, each keeping the state
+	// stored under its name (Cursor, Since, LastFire, LastFireAt, LastRun,
+	// Posts) unless its Zone changed, and taking the Cursor and Since of
+	// defs otherwise. Every def's Source must be source, and a name used
+	// by another source is an error. It returns the schedules stored.
+	PutSchedules(ctx context.Context, source string, defs []Schedule) ([]Schedule, error)
+	// Schedules returns every schedule, by name.
+	Schedules(ctx context.Context) ([]Schedule, error)
+	// Schedule returns one schedule.
+	Schedule(ctx context.Context, name string) (*Schedule, error)
+	// AdvanceSchedule moves a schedule's Cursor to cursor, a tick passed
+	// over without firing; a cursor not after the stored one (as text)
+	// changes nothing.
+	AdvanceSchedule(ctx context.Context, name, cursor string) error
+	// ClaimFire records f (Schedule, Tick, At, Manual; State queued or
+	// claimed) before its run starts, synced, and reports whether it is
+	// new: false means the tick was recorded before, and nothing was
+	// written. A new fire sets the schedule's LastFire and LastFireAt and,
+	// unless Manual, moves its Cursor to f.Tick as AdvanceSchedule does.
+	// The schedule must exist.
+	ClaimFire(ctx context.Context, f Fire) (bool, error)
+	// StartFire records that fire (schedule, tick) started run runID: it
+	// is started, and the schedule's LastRun is runID.
+	StartFire(ctx context.Context, schedule, tick, runID string) error
+	// DropFire records that fire (schedule, tick) starts no run, for
+	// reason.
+	DropFire(ctx context.Context, schedule, tick, reason string) error
+	// PromoteFire turns a queued fire into a claimed one (its turn came).
+	PromoteFire(ctx context.Context, schedule, tick string) error
+	// PendingFires returns the fires queued or claimed, of every
+	// schedule, oldest fired first. Its cost follows their number.
+	PendingFires(ctx context.Context) ([]Fire, error)
+	// Fires returns a schedule's fires, newest tick first, at most limit
+	// (<= 0: all). Started and dropped fires are kept at least a week.
+	Fires(ctx context.Context, schedule string, limit int) ([]Fire, error)
+	// SetSchedulePost records an external id of a schedule's own post
+	// (its tracking issue) under name; the schedule must exist.
+	SetSchedulePost(ctx context.Context, schedule, name, value string) error
+
+	// OpenQuestions lists, newest first (RequestedAt, then run and
+	// interaction id), every question that can still be answered, across
+	// every run: the async questions of runs not finished or failed, and
+	// the blocking question (a form, an ask_user; never an await) of a
+	// run paused on it. Each comes with its run as read with it. Its cost
+	// follows the number of open questions, not of all questions asked.
+	OpenQuestions(ctx context.Context) ([]OpenQuestion, error)
+
 	// Account links.
 
 	// SetLink records that the chat user l.Team/l.User is the GitHub
@@ -190,4 +315,15 @@ type Link struct {
 	GitHubID   int64
 	Login      string
 	LinkedAt   time.Time
+}
+
+// OpenQuestion is a question that waits for a person's answer, as
+// Store.OpenQuestions lists it.
+type OpenQuestion struct {
+	RunID         string
+	InteractionID string
+	Kind          engine.InteractionKind
+	RequestedAt   time.Time
+	// Run is the question's run; the questions of one run share it.
+	Run *engine.Run
 }

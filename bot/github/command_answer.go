@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/bot/repoconfig"
 	"github.com/iterion-bot/iterion/engine"
 )
@@ -36,7 +37,7 @@ type answerCommand struct {
 }
 
 func (a *answerCommand) do(ctx context.Context, req request, c Command) (outcome, error) {
-	if refusal, err := mayChange(ctx, a.perms, req.t, req.cfg, CmdAnswer); err != nil || refusal != "" {
+	if refusal, err := a.mayAnswer(ctx, req, c.QuestionID); err != nil || refusal != "" {
 		return outcome{text: refusal}, err
 	}
 	return a.answer(ctx, req.t, c.QuestionID, c.Text)
@@ -64,7 +65,7 @@ func (a *answerCommand) quoteReply(ctx context.Context, req request, r Reply) (o
 	if r.Text == "" {
 		return say("your comment quotes question %s but holds no answer; write the answer below the quote.", qid), nil
 	}
-	if refusal, err := mayChange(ctx, a.perms, t, req.cfg, CmdAnswer); err != nil || refusal != "" {
+	if refusal, err := a.mayAnswer(ctx, req, qid); err != nil || refusal != "" {
 		return outcome{text: refusal}, err
 	}
 	// The quote must be of the bot's question: anyone can write a comment
@@ -82,6 +83,23 @@ func (a *answerCommand) quoteReply(ctx context.Context, req request, r Reply) (o
 		out.text = "" // the 👍 says it
 	}
 	return out, err
+}
+
+// mayAnswer is mayChange for an answer to question id, which the people
+// it was escalated to may give too.
+func (a *answerCommand) mayAnswer(ctx context.Context, req request, id string) (string, error) {
+	refusal, err := mayChange(ctx, a.perms, req.t, req.cfg, CmdAnswer)
+	if err != nil || refusal == "" {
+		return refusal, err
+	}
+	ix, err := a.findQuestion(ctx, req.t, id)
+	if err != nil {
+		return "", err
+	}
+	if ix != nil && ix.Pending() && ix.EscalatedTo(req.t.Sender) {
+		return "", nil
+	}
+	return refusal, nil
 }
 
 // findQuestion finds a question of this PR by its short id (Q3) or its
@@ -124,7 +142,7 @@ func taken(format string, args ...any) outcome {
 // alreadyAnswered is the refusal of an answer to a question answered
 // before it.
 func alreadyAnswered(id, by, via string) outcome {
-	return say("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(by, "someone")), inert(viaWords(via)))
+	return say("question `%s` was already answered by %s via %s; your answer was not used.", id, inert(cmp.Or(by, "someone")), inert(delivery.ViaWords(via)))
 }
 
 // answer records text as t's sender's answer to question id.
@@ -134,7 +152,7 @@ func (a *answerCommand) answer(ctx context.Context, t Trigger, id, text string) 
 		return outcome{}, err
 	}
 	if ix == nil || ix.Kind == engine.KindAwait {
-		return say("no question `%s` on this pull request; `/iterion status` lists the open ones.", inert(id)), nil
+		return say("no question `%s` on %s; `/iterion status` lists the open ones.", inert(id), t.here()), nil
 	}
 	text = strings.TrimSpace(text)
 	if labels := options(ix); len(labels) > 0 {
@@ -219,8 +237,6 @@ func (a *answerCommand) resume(ctx context.Context, t Trigger, ix *engine.Intera
 	return taken("answer to `%s` recorded; run `%s` continues.", id, ix.RunID), nil
 }
 
-// viaWords names the channel an answer came through, as a PR comment says
-// it: "via Slack", "via the admin page".
 // workflowRefusal is the reply to an answer the question's workflow
 // refuses: from a channel its answer_on leaves out, or from someone not
 // among its answerers.
@@ -229,11 +245,7 @@ func workflowRefusal(err error, id, sender string) (outcome, bool) {
 	var notAnswerer *engine.AnswererRefusedError
 	switch {
 	case errors.As(err, &offChannel):
-		where := make([]string, len(offChannel.AnswerOn))
-		for i, ch := range offChannel.AnswerOn {
-			where[i] = viaWords(ch)
-		}
-		return say("question `%s` cannot be answered on GitHub: its workflow lets it be answered only through %s (`answer_on`), so this answer was not recorded.", inert(id), strings.Join(where, " or ")), true
+		return say("question `%s` cannot be answered on GitHub: its workflow lets it be answered only through %s (`answer_on`), so this answer was not recorded.", inert(id), delivery.ViaList(offChannel.AnswerOn)), true
 	case errors.As(err, &notAnswerer):
 		names := make([]string, len(notAnswerer.Answerers))
 		for i, a := range notAnswerer.Answerers {
@@ -242,26 +254,6 @@ func workflowRefusal(err error, id, sender string) (outcome, bool) {
 		return say("thank you, but only %s may answer question `%s` (its workflow's `answerers`), so this answer from `%s` was not recorded.", strings.Join(names, ", "), inert(id), inert(sender)), true
 	}
 	return outcome{}, false
-}
-
-func viaWords(via string) string {
-	switch via {
-	case "github":
-		return "GitHub"
-	case "slack":
-		return "Slack"
-	case "page":
-		return "the admin page"
-	case "cli":
-		return "the command line"
-	case "api":
-		return "the REST API"
-	case "timer":
-		return "its timer"
-	case "":
-		return "an unknown channel"
-	}
-	return via
 }
 
 // pickOption turns a bare option number or label into the option's label;

@@ -46,7 +46,7 @@ func (c cancelCommand) do(ctx context.Context, req request, cmd Command) (outcom
 		return say("run `%s` cancelled.", r.ID), nil
 	}
 	if cmd.RunID != "" {
-		return say("no run `%s` on this pull request; `/iterion status` lists them.", inert(cmd.RunID)), nil
+		return say("no run `%s` on %s; `/iterion status` lists them.", inert(cmd.RunID), t.here()), nil
 	}
-	return outcome{text: "no run in progress on this pull request."}, nil
+	return say("no run in progress on %s.", t.here()), nil
 }

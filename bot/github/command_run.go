@@ -28,6 +28,9 @@ type runCommand struct {
 
 func (r runCommand) do(ctx context.Context, req request, c Command) (outcome, error) {
 	t, cfg := req.t, req.cfg
+	if t.OnIssue {
+		return say("`/iterion run` starts runs on pull requests; on an issue there is nothing to run on. A schedule's runs start by its cron spec (%s's `schedules:`).", repoconfig.FileName), nil
+	}
 	if refusal, err := mayChange(ctx, r.perms, t, cfg, CmdRun); err != nil || refusal != "" {
 		return outcome{text: refusal}, err
 	}

@@ -33,11 +33,14 @@ func (s statusCommand) do(ctx context.Context, req request, _ Command) (outcome,
 	if err != nil {
 		return outcome{}, err
 	}
-	if len(runs) == 0 {
+	switch {
+	case len(runs) == 0 && t.OnIssue:
+		return outcome{text: "no iterion runs on this issue: only a schedule's tracking issue shows runs."}, nil
+	case len(runs) == 0:
 		return outcome{text: "no iterion runs on this pull request yet; `/iterion run` starts one."}, nil
 	}
 	var b strings.Builder
-	b.WriteString("iterion runs on this pull request:\n")
+	fmt.Fprintf(&b, "iterion runs on %s:\n", t.here())
 	for _, r := range runs {
 		fmt.Fprintf(&b, "- `%s` %s: %s\n", r.ID, r.Workflow, r.Status)
 		ixs, err := s.runs.Interactions(ctx, r.ID)

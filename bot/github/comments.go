@@ -189,6 +189,81 @@ func (c *Commenter) PostComment(ctx context.Context, installationID int64, owner
 	return cm, nil
 }
 
+// EnsureIssue returns the number of the App's issue of owner/repo that
+// carries key's marker, with title and body (cut to fit, scrubbed and
+// marked as comments are): issue n when GitHub still has it, else the
+// one its marker finds among the App's issues (written before a crash),
+// else a new one. An issue whose body differs is edited; its state is
+// left as people set it.
+func (c *Commenter) EnsureIssue(ctx context.Context, installationID int64, owner, repo string, n int, key, title, body string) (int, error) {
+	client, err := c.client(installationID)
+	if err != nil {
+		return 0, err
+	}
+	defer c.lockKey(fmt.Sprintf("%d/%s/%s/issue/%s", installationID, owner, repo, key))()
+	text := c.text(key, body)
+	var is *gh.Issue
+	if n > 0 {
+		got, resp, err := client.Issues.Get(ctx, owner, repo, n)
+		switch {
+		case resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone):
+			// Deleted or transferred: a new one.
+		case err != nil:
+			return 0, classify(fmt.Sprintf("reading issue %s/%s#%d", owner, repo, n), resp, err)
+		case got.IsPullRequest() || !c.ours(&gh.IssueComment{User: got.User}):
+			// Not ours (a number recorded for another repository's issue).
+		default:
+			is = got
+		}
+	}
+	if is == nil {
+		if is, err = c.findIssue(ctx, client, owner, repo, key); err != nil {
+			return 0, err
+		}
+	}
+	if is == nil {
+		if err := c.pace(ctx, installationID); err != nil {
+			return 0, err
+		}
+		created, resp, err := client.Issues.Create(ctx, owner, repo, &gh.IssueRequest{Title: &title, Body: &text})
+		if err != nil {
+			return 0, classify(fmt.Sprintf("opening an issue on %s/%s", owner, repo), resp, err)
+		}
+		return created.GetNumber(), nil
+	}
+	if is.GetBody() != text || is.GetTitle() != title {
+		if err := c.pace(ctx, installationID); err != nil {
+			return 0, err
+		}
+		if _, resp, err := client.Issues.Edit(ctx, owner, repo, is.GetNumber(), &gh.IssueRequest{Title: &title, Body: &text}); err != nil {
+			return 0, classify(fmt.Sprintf("editing issue %s/%s#%d", owner, repo, is.GetNumber()), resp, err)
+		}
+	}
+	return is.GetNumber(), nil
+}
+
+// findIssue returns the App's issue (open or closed) whose body ends
+// with key's marker, nil when none.
+func (c *Commenter) findIssue(ctx context.Context, client *gh.Client, owner, repo, key string) (*gh.Issue, error) {
+	marker := "\n\n" + Marker(key)
+	opts := &gh.IssueListByRepoOptions{State: "all", Creator: c.login, ListOptions: gh.ListOptions{PerPage: 100}}
+	for {
+		list, resp, err := client.Issues.ListByRepo(ctx, owner, repo, opts)
+		if err != nil {
+			return nil, classify(fmt.Sprintf("listing the issues of %s/%s", owner, repo), resp, err)
+		}
+		for _, is := range list {
+			if !is.IsPullRequest() && c.ours(&gh.IssueComment{User: is.User}) && strings.HasSuffix(strings.TrimRight(is.GetBody(), "\n"), marker) {
+				return is, nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return nil, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
 // ErrCommentGone is the error of an edit of a comment GitHub no longer
 // has (someone deleted it): the caller posts it again.
 var ErrCommentGone = errors.New("the comment was deleted")

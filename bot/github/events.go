@@ -36,8 +36,13 @@ type Trigger struct {
 	// (set for TriggerRevoked).
 	Sender   string
 	SenderID int64
-	// PR is the pull request's number (comment and pull_request).
+	// PR is the pull request's number (comment and pull_request), or for
+	// a comment on an issue, the issue's.
 	PR int
+	// OnIssue is set for a comment on an issue that is no pull request
+	// (a schedule's tracking issue, where its runs' questions are
+	// answered like on a pull request).
+	OnIssue bool
 	// Action is the pull_request action (opened, synchronize, reopened,
 	// ready_for_review, labeled).
 	Action string
@@ -62,6 +67,14 @@ type Trigger struct {
 	// RerunID is the run a Re-run click on its check run asks to run
 	// again (the check run's external id); empty for a whole suite's.
 	RerunID string
+}
+
+// here names t's place in a reply: "this pull request", "this issue".
+func (t Trigger) here() string {
+	if t.OnIssue {
+		return "this issue"
+	}
+	return "this pull request"
 }
 
 // Ignored is the error of a delivery the bot has nothing to do with; its
@@ -177,8 +190,8 @@ func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
 	}
 	// IsPullRequest dereferences its receiver: a payload without an issue
 	// must not reach it.
-	if e.Issue == nil || !e.Issue.IsPullRequest() {
-		return Trigger{}, ignored("comment on an issue, not a pull request")
+	if e.Issue == nil || e.Issue.GetNumber() <= 0 {
+		return Trigger{}, ignored("comment without its issue")
 	}
 	if e.GetComment().GetUser().GetType() == "Bot" || e.GetSender().GetType() == "Bot" {
 		return Trigger{}, ignored("comment by the bot %s", e.GetSender().GetLogin())
@@ -199,6 +212,7 @@ func decodeComment(e *gh.IssueCommentEvent) (Trigger, error) {
 	t.Kind = TriggerComment
 	t.Sender = e.GetComment().GetUser().GetLogin()
 	t.PR = e.GetIssue().GetNumber()
+	t.OnIssue = !e.Issue.IsPullRequest()
 	t.CommentID = e.GetComment().GetID()
 	t.CommentBody = e.GetComment().GetBody()
 	t.Commands, t.Problems = cmds, problems

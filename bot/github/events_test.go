@@ -66,7 +66,11 @@ func TestDecode(t *testing.T) {
 		}},
 		{name: "plain comment", event: "issue_comment", payload: withBody(`"LGTM"`), ignored: "no /iterion command"},
 		{name: "edited", event: "issue_comment", payload: strings.Replace(string(comment), `"created"`, `"edited"`, 1), ignored: "comment edited"},
-		{name: "issue not PR", event: "issue_comment", payload: strings.Replace(string(comment), `, "pull_request": {"url": "https://api.github.test/repos/acme/app/pulls/7"}`, "", 1), ignored: "not a pull request"},
+		{name: "on an issue (a schedule's tracking issue)", event: "issue_comment", payload: strings.Replace(string(comment), `, "pull_request": {"url": "https://api.github.test/repos/acme/app/pulls/7"}`, "", 1), want: Trigger{
+			Kind: TriggerComment, InstallationID: 42, Owner: "acme", Repo: "app", DefaultBranch: "main",
+			Sender: "ana", PR: 7, OnIssue: true, CommentID: 1001, CommentBody: "/iterion run review",
+			Commands: []Command{{Name: CmdRun, Line: 1, Workflow: "review", Vars: map[string]string{}}},
+		}},
 		{name: "bot comment", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"type": "User"`, `"type": "Bot"`), ignored: "by the bot"},
 		{name: "sender is no login", event: "issue_comment", payload: strings.ReplaceAll(string(comment), `"login": "ana"`, `"login": "../../../orgs/acme"`), ignored: "is no GitHub login"},
 		{name: "pr by a bot", event: "pull_request", payload: strings.Replace(prOpened, `"login": "ana", "type": "User"`, `"login": "dependabot[bot]", "type": "Bot"`, 1), want: Trigger{

@@ -57,10 +57,14 @@ type Launch struct {
 	// delivery handled again after a crash names the same key, and the
 	// launcher starts no second run for it.
 	Key string
-	// Slack is the Slack channel the repository's .iterion.yml names
-	// (slack.channel), where the run is shown too when the server has
-	// Slack; "" for none.
-	Slack string `json:",omitempty"`
+	// Schedule and Tick name the schedule and tick of a scheduled run,
+	// Issue its tracking issue (0: none). Slack is the run's Slack
+	// channel (the schedule's, or slack.channel of the repository's
+	// .iterion.yml), where it is shown too when the server has Slack; ""
+	// for none.
+	Schedule, Tick string
+	Issue          int
+	Slack          string
 }
 
 // Actions are what the handler's commands do to runs.
@@ -105,6 +109,9 @@ type HandlerOptions struct {
 	Queue LaunchQueue
 	// Installations, when set, learns of installation events (App.Installations).
 	Installations *Installations
+	// OnPush, when set, is told of every branch push (the Service reads
+	// a default branch's schedules again).
+	OnPush func(ctx context.Context, t Trigger) error
 	// Revoked, when set, is told of a person who revoked their
 	// authorization of the App, by GitHub id: their account links go.
 	Revoked func(ctx context.Context, githubID int64) error
@@ -123,6 +130,7 @@ type Handler struct {
 	runs          RunIndex
 	replies       poster
 	installations *Installations
+	onPush        func(ctx context.Context, t Trigger) error
 	revoked       func(ctx context.Context, githubID int64) error
 	log           *slog.Logger
 
@@ -134,7 +142,7 @@ type Handler struct {
 // NewHandler returns the handler of one App's deliveries.
 func NewHandler(o HandlerOptions) *Handler {
 	h := &Handler{client: o.Client, perms: o.Perms, runs: o.Runs, replies: o.Replies,
-		installations: o.Installations, revoked: o.Revoked, log: cmpLog(o.Log)}
+		installations: o.Installations, onPush: o.OnPush, revoked: o.Revoked, log: cmpLog(o.Log)}
 	h.queue = &prQueue{runs: o.Runs, queue: o.Queue, actions: o.Actions, replies: o.Replies, pulls: h.pull, log: h.log}
 	h.answers = &answerCommand{perms: o.Perms, questions: o.Runs, answers: o.Actions}
 	h.commands = map[string]command{
@@ -197,8 +205,11 @@ func (h *Handler) Handle(ctx context.Context, d store.Delivery) error {
 		return h.revoked(ctx, t.SenderID)
 	}
 	if t.Kind == TriggerPush {
-		// .iterion.yml has no push triggers; schedules cover the branches.
-		h.log.Debug("push not configured to start runs", "delivery", d.ID, "repo", t.Owner+"/"+t.Repo)
+		// .iterion.yml has no push triggers: a push to the default branch
+		// only refreshes the repository's schedules.
+		if h.onPush != nil {
+			return h.onPush(ctx, t)
+		}
 		return nil
 	}
 	return h.act(ctx, d.ID, t)

@@ -192,7 +192,8 @@ func newHandlerPR(t *testing.T, config, pr string) (*Handler, *commentServer, *f
 			"r1": {
 				{ID: "r1_ask_async_1", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Which\nlicense?"}},
 				{ID: "r1_ask_async_2", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Go version?",
-					engine.OptionsKey: []any{map[string]any{"id": "new", "label": "1.26"}, map[string]any{"id": "old", "label": "1.25"}}}},
+					engine.OptionsKey: []any{map[string]any{"id": "new", "label": "1.26"}, map[string]any{"id": "old", "label": "1.25"}}},
+					FollowUp: &engine.FollowUp{EscalateTo: []string{"@acme/maintainers", "Dora"}, Escalated: true}},
 				{ID: "r1_approve", RunID: "r1", Kind: engine.KindBlocking, Questions: map[string]any{"_instructions": "Ship it?", "approved": "bool", "reason": "string"}},
 				{ID: "r1_ask_async_3", RunID: "r1", Kind: engine.KindAsync, Questions: map[string]any{engine.QuestionKey: "Old?"},
 					AnsweredAt: now, AnsweredBy: "dave", Via: "slack"},
@@ -245,6 +246,7 @@ func TestHandlerComments(t *testing.T) {
 		{"answer by an answerer", "carol", "/iterion answer r1_ask_async_1 MIT,\nand keep the header", []string{"answer to `r1_ask_async_1` recorded"}},
 		{"answer of another repository's question", "ana", "/iterion answer r2_ask_async_1 leak", []string{"no question `r2_ask_async_1` on this pull request"}},
 		{"answer without permission", "bo", "/iterion answer r1_ask_async_1 GPL", []string{"@bo thank you, but only people with write permission on acme/app, or listed under `answerers` in .iterion.yml, can answer iterion's questions, so this answer was not recorded."}},
+		{"answer by someone it was escalated to", "dora", "/iterion answer Q2 1.25", []string{"answer to `Q2` recorded"}},
 		{"answer by short id", "ana", "/iterion answer Q1 MIT", []string{"answer to `Q1` recorded; the agent reads it at its next turn."}},
 		{"answer by option number", "ana", "/iterion answer q2 1", []string{"answer to `q2` recorded"}},
 		{"answer to an unknown short id", "ana", "/iterion answer Q9 x", []string{"no question `Q9` on this pull request"}},

@@ -131,7 +131,8 @@ func (ln *Launcher) Launch(ctx context.Context, l Launch) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("saving the workflow of run %s: %w", id, err)
 	}
-	origin := Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref}
+	origin := Origin{Repo: l.Owner + "/" + l.Repo, PR: l.PR, CommentID: l.CommentID, Installation: l.InstallationID, HeadSHA: l.Ref,
+		Schedule: l.Schedule, Tick: l.Tick, Issue: l.Issue}
 	channels := []string{"github"}
 	if ln.o.Slack && l.Slack != "" {
 		origin.Slack = l.Slack

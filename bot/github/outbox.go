@@ -3,6 +3,7 @@ package github
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,7 @@ type Relay struct {
 	failpoint   func(name string)
 	wake        chan struct{}
 	now         func() time.Time
+	pageURL     string
 
 	checksRefused atomic.Bool // GitHub refused a check run; said once
 
@@ -87,6 +89,10 @@ type RelayOptions struct {
 	// Failpoint, when set, is called with FailOutboxPerformed after each
 	// row is performed, before it is marked done, for crash tests.
 	Failpoint func(name string)
+	// PageURL, when set, is the admin page's public address
+	// (ITERION_PUBLIC_URL): the status comment and the check run link the
+	// run's page there, and each question comment the question's.
+	PageURL string
 }
 
 // The relay's pace by default.
@@ -100,7 +106,7 @@ func NewRelay(o RelayOptions) *Relay {
 	return &Relay{
 		store: o.Store, replies: o.Replies, log: cmpLog(o.Log),
 		poll: cmp.Or(o.Poll, defaultRelayPoll), statusEvery: cmp.Or(o.StatusEvery, defaultStatusEvery),
-		onEnded: o.OnEnded, failpoint: o.Failpoint,
+		onEnded: o.OnEnded, failpoint: o.Failpoint, pageURL: strings.TrimRight(o.PageURL, "/"),
 		wake: make(chan struct{}, 1), now: time.Now,
 		written: map[string]string{}, touched: map[string]bool{}, synced: map[string]time.Time{}, progress: map[string]*progress{},
 	}
@@ -130,7 +136,7 @@ func (r *Relay) SyncTouched(ctx context.Context) {
 	slices.Sort(due)
 	for _, id := range due {
 		run, err := r.store.Run(ctx, id)
-		if err != nil || !onPR(run) {
+		if err != nil || !onThread(run) {
 			continue
 		}
 		if err := r.syncNow(ctx, id); err != nil && ctx.Err() == nil {
@@ -152,9 +158,11 @@ func (r *Relay) syncNow(ctx context.Context, runID string) error {
 	return err
 }
 
-func onPR(run *engine.Run) bool {
+// onThread reports whether run is shown on a pull request or a tracking
+// issue.
+func onThread(run *engine.Run) bool {
 	o, ok := OriginOf(run)
-	return ok && strings.Contains(o.Repo, "/") && o.PR != 0 && o.Installation != 0
+	return ok && strings.Contains(o.Repo, "/") && o.Thread() != 0 && o.Installation != 0
 }
 
 // Release makes the postponed outbox rows of installation's runs due now
@@ -214,10 +222,11 @@ func (r *Relay) Drain(ctx context.Context) {
 	core.Drain(ctx)
 }
 
-// perform does row's side of GitHub for the run's pull request: the
-// question's comment for a question or a blocking pause, then a sync of
-// the status comment, the question comments and the check run. Rows of
-// runs not started from a PR are done.
+// perform does row's side of GitHub for the run's pull request (or its
+// schedule's tracking issue): the question's comment for a question or a
+// blocking pause, then a sync of the status comment, the question
+// comments and the check run. Rows of runs shown on neither are done,
+// but for the end of a scheduled run (OnEnded).
 func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	run, err := r.store.Run(ctx, row.RunID)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -226,7 +235,11 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 	if err != nil {
 		return err
 	}
-	if !onPR(run) {
+	ended := row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed
+	if !onThread(run) {
+		if o, ok := OriginOf(run); ok && o.Schedule != "" && ended && r.onEnded != nil {
+			return r.onEnded(ctx, run) // a schedule reporting on Slack alone
+		}
 		return nil
 	}
 	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionPosted || row.Kind == engine.OutboxRunPaused) {
@@ -241,12 +254,17 @@ func (r *Relay) perform(ctx context.Context, row engine.OutboxRow) error {
 			}
 		}
 	}
+	if row.InteractionID != "" && (row.Kind == engine.OutboxQuestionReminded || row.Kind == engine.OutboxQuestionEscalated) {
+		if err := r.postFollowUp(ctx, run, row); err != nil {
+			return err
+		}
+	}
 	// The run's own end is shown first: what follows it (the next queued
 	// run) must not hold it back.
 	if err := r.syncNow(ctx, run.ID); err != nil {
 		return err
 	}
-	if r.onEnded != nil && (row.Kind == engine.OutboxRunFinished || row.Kind == engine.OutboxRunFailed) {
+	if r.onEnded != nil && ended {
 		return r.onEnded(ctx, run)
 	}
 	return nil
@@ -260,7 +278,7 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		return fmt.Errorf("run %s was not started from GitHub", run.ID)
 	}
 	owner, repo := t.split()
-	scope := PRScope(t.Repo, t.PR)
+	scope := PRScope(t.Repo, t.Thread())
 	if _, err := r.store.ShortID(ctx, scope, run.ID, ix.ID); err != nil {
 		return err
 	}
@@ -269,7 +287,7 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		return err
 	}
 	body := renderQuestion(v, ix)
-	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, questionKey(ix.ID), body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.Thread(), questionKey(ix.ID), body)
 	if err != nil {
 		return err
 	}
@@ -282,6 +300,39 @@ func (r *Relay) postQuestion(ctx context.Context, run *engine.Run, ix *engine.In
 		r.remember(questionKey(ix.ID), body)
 	}
 	return nil
+}
+
+// postFollowUp posts a question's reminder, which mentions the person who
+// started the run, or its escalation, which names whom it widens to,
+// disarmed (the names come from the workflow, which a pull request may
+// change: they never ping anyone). Each is posted once, by its marker.
+func (r *Relay) postFollowUp(ctx context.Context, run *engine.Run, row engine.OutboxRow) error {
+	ix, err := r.store.Interaction(ctx, row.RunID, row.InteractionID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ix.Pending() || ix.FollowUp == nil {
+		return nil // answered meanwhile: the question's comment says so
+	}
+	t, ok := OriginOf(run)
+	if !ok {
+		return nil
+	}
+	v, err := r.read(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	var data struct {
+		Reminder int `json:"reminder"`
+	}
+	_ = json.Unmarshal(row.Payload, &data) // written by the engine
+	body, key := renderFollowUp(v, ix, row.Kind, data.Reminder)
+	owner, repo := t.split()
+	_, err = r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	return err
 }
 
 // Disarm keeps text that others wrote (a comment's words echoed back, an

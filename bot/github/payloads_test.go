@@ -19,6 +19,7 @@ func TestPayloadCorpusDecodes(t *testing.T) {
 	}
 	want := map[string]string{ // file → the trigger kind; absent: ignored
 		"issue_comment.created":                 TriggerComment,
+		"issue_comment.created.on_issue":        TriggerComment,
 		"pull_request.opened":                   TriggerPullRequest,
 		"pull_request.synchronize":              TriggerPullRequest,
 		"pull_request.reopened":                 TriggerPullRequest,
@@ -33,6 +34,8 @@ func TestPayloadCorpusDecodes(t *testing.T) {
 		"check_run.rerequested":                 TriggerRerun,
 		"check_run.rerequested.fork":            TriggerRerun,
 		"check_suite.rerequested":               TriggerRerun,
+		"push.default_branch":                   TriggerPush,
+		"push.feature":                          TriggerPush,
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")

@@ -39,7 +39,7 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 	since := map[prKey]time.Time{}
 	for _, r := range runs {
 		t, ok := OriginOf(r)
-		if !ok || t.PR == 0 || t.Installation == 0 || r.Status.Terminal() {
+		if !ok || t.Thread() == 0 || t.Installation == 0 || r.Status.Terminal() {
 			continue
 		}
 		ixs, err := h.runs.Interactions(ctx, r.ID)
@@ -52,7 +52,7 @@ func (h *Handler) Reconcile(ctx context.Context) (int, error) {
 			if !ix.Pending() || ix.Kind == engine.KindAwait {
 				continue
 			}
-			k := prKey{t.Installation, t.Repo, t.PR}
+			k := prKey{t.Installation, t.Repo, t.Thread()}
 			if at, ok := since[k]; !ok || ix.RequestedAt.Before(at) {
 				since[k] = ix.RequestedAt
 			}

@@ -100,11 +100,24 @@ type ServiceOptions struct {
 	// means one of the App's own, with delivery.BodyOptions' defaults.
 	Bodies *delivery.Bodies
 	// Slack says the server has Slack: a run whose repository's
-	// .iterion.yml names a Slack channel is shown there too.
+	// .iterion.yml names a Slack channel, or whose schedule reports to
+	// one, is shown there too.
 	Slack bool
 	// Revoked, when set, is told of a person who revoked their
 	// authorization of the App (github_app_authorization), by GitHub id.
 	Revoked func(ctx context.Context, githubID int64) error
+	// Schedules takes the schedules the repositories declare (read at
+	// start and at each push to a default branch); the scheduler starts
+	// their runs through ScheduleLauncher. nil means repositories'
+	// schedules are not read.
+	Schedules Schedulers
+	// PublicURL, when set, is the server's address people reach
+	// (ITERION_PUBLIC_URL): a pull request of a run's changes links the
+	// run there.
+	PublicURL string
+	// PageURL, when set, is the admin page's public address: the runs'
+	// posts link their pages there (RelayOptions.PageURL).
+	PageURL string
 }
 
 // Service is the GitHub App's part of a server: the webhook intake, the
@@ -154,7 +167,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	}
 	s.replies = NewCommenter(CommenterOptions{Client: app.Installation, Pace: cmp.Or(opts.WritePace, DefaultWritePace),
 		Login: login, AppID: app.ID(), Redactor: opts.Redactor})
-	s.relay = NewRelay(RelayOptions{Store: db, Replies: s.replies, Log: log, OnEnded: s.ended, Failpoint: opts.Failpoint})
+	s.relay = NewRelay(RelayOptions{Store: db, Replies: s.replies, Log: log, OnEnded: s.ended, Failpoint: opts.Failpoint, PageURL: opts.PageURL})
 	gitURL := strings.TrimRight(cmp.Or(opts.GitURL, DefaultGitURL), "/")
 	// The engine's doors reach the launcher and the handler once Run is
 	// given them, before the first delivery is handled.
@@ -186,7 +199,7 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	})
 	s.actions.launch = s.launcher
 	s.handler = NewHandler(HandlerOptions{Client: app.Installation, Perms: app, Runs: db, Actions: s.actions, Replies: s.replies,
-		Queue: db, Log: log, Installations: app.Installations(), Revoked: opts.Revoked})
+		Queue: db, Log: log, Installations: app.Installations(), OnPush: s.onPush, Revoked: opts.Revoked})
 	s.worker = delivery.NewWorker(db, cmp.Or(opts.Workers, DefaultWorkers), log, s.handler.Handle)
 	s.worker.GiveUp = s.handler.GiveUp
 	s.worker.Failpoint = opts.Failpoint
@@ -246,6 +259,7 @@ func (s *Service) Run(ctx context.Context, doors Doors) {
 		if err := s.relay.Release(ctx, id); err != nil {
 			s.log.Error("releasing the PR comments of an installation failed", "installation", id, "err", err)
 		}
+		s.refreshInstallation(ctx, id)
 	})
 	if n, err := s.db.ReleaseDeliveries(ctx, ""); err != nil {
 		s.log.Error("releasing held deliveries failed", "err", err)
@@ -259,6 +273,7 @@ func (s *Service) Run(ctx context.Context, doors Doors) {
 	wg.Go(func() { s.relay.Run(ctx); s.handler.WaitJobs() })
 	wg.Go(func() { s.reconcile(ctx) })
 	wg.Go(func() { s.sweep(ctx) })
+	wg.Go(func() { s.loadSchedules(ctx) })
 	wg.Wait()
 }
 
@@ -310,9 +325,16 @@ func reconcileAtStart(ctx context.Context, h *Handler, log *slog.Logger) {
 	}
 }
 
-// ended is the relay's hook for the end of a PR run, once shown: a run
-// over for good loses its checkout, and the PR's next queued run starts.
+// ended is the relay's hook for the end of a PR run (or a scheduled
+// run), once shown: a finished run proposes its changes when its
+// repository asks for it, a run over for good loses its checkout, and the
+// PR's next queued run starts.
 func (s *Service) ended(ctx context.Context, run *engine.Run) error {
+	if run.Status == engine.StatusFinished {
+		if err := s.proposeChanges(ctx, run); err != nil {
+			return err
+		}
+	}
 	if run.Status == engine.StatusFinished || run.Status == engine.StatusFailed {
 		if err := s.removeWorkspace(run.ID); err != nil {
 			s.log.Warn("removing a finished run's workspace failed", "run", run.ID, "err", err)

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"html"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -46,6 +48,16 @@ type view struct {
 	snap    *engine.Snapshot
 	numbers map[string]int // interaction id → short number on the PR
 	posts   map[string]string
+	page    string // the admin page's public address, "" when none
+}
+
+// pageLink is the admin page's address of path (/runs/<id>, /q/<id>), ""
+// when the page has no public address.
+func (v *view) pageLink(kind, id string) string {
+	if v.page == "" {
+		return ""
+	}
+	return v.page + "/" + kind + "/" + url.PathEscape(id)
 }
 
 func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
@@ -53,7 +65,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &view{run: run}
+	v := &view{run: run, page: r.pageURL}
 	var ok bool
 	if v.at, ok = OriginOf(run); !ok {
 		return nil, fmt.Errorf("run %s was not started from GitHub", runID)
@@ -89,7 +101,7 @@ func (r *Relay) read(ctx context.Context, runID string) (*view, error) {
 		r.log.Warn("reading a run's checkpoint for its status failed", "run", runID, "err", err)
 		v.snap, _ = engine.ReadSnapshot(nil)
 	}
-	if v.numbers, err = r.store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.PR), runID); err != nil {
+	if v.numbers, err = r.store.ShortIDs(ctx, PRScope(v.at.Repo, v.at.Thread()), runID); err != nil {
 		return nil, err
 	}
 	if v.posts, err = r.store.RunPosts(ctx, runID); err != nil {
@@ -162,7 +174,7 @@ func (r *Relay) postStatus(ctx context.Context, v *view, body string) error {
 	t := v.at
 	owner, repo := t.split()
 	key := statusKey(v.run.ID)
-	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.PR, key, body)
+	cm, err := r.replies.PostComment(ctx, t.Installation, owner, repo, t.Thread(), key, body)
 	if err != nil {
 		return err
 	}
@@ -237,8 +249,8 @@ func checkFor(s engine.Status) CheckState {
 // new phase) of the same name; GitHub shows the newest.
 func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	t := v.at
-	if t.HeadSHA == "" {
-		return nil
+	if t.HeadSHA == "" || t.PR == 0 {
+		return nil // a scheduled run's commit is the default branch's: no check there
 	}
 	owner, repo := t.split()
 	want := checkFor(v.run.Status)
@@ -248,7 +260,7 @@ func (r *Relay) syncCheck(ctx context.Context, v *view) error {
 	}
 	name := "iterion / " + v.run.Workflow
 	title, _ := statusLook(v.run.Status)
-	out := CheckOutput{Title: title, Summary: renderStatus(v), DetailsURL: v.posts[postStatusURL]}
+	out := CheckOutput{Title: title, Summary: renderStatus(v), DetailsURL: cmp.Or(v.pageLink("runs", v.run.ID), v.posts[postStatusURL])}
 	phase := max(atoi64(v.posts[postCheckPhase]), 1)
 	id := atoi64(v.posts[postCheckRun])
 	if id != 0 && strings.HasPrefix(have, "completed") {
@@ -307,7 +319,15 @@ func renderStatus(v *view) string {
 		fmt.Fprintf(&b, " on %s", shortSHA(sha))
 	}
 	fmt.Fprintf(&b, " · **%s**\n\n", title)
-	if a := run.Trigger.Actor; a != "" {
+	if link := v.pageLink("runs", run.ID); link != "" {
+		fmt.Fprintf(&b, "[See the run on iterion's admin page](%s). ", link)
+	}
+	switch a := run.Trigger.Actor; {
+	case v.at.Schedule != "" && strings.HasPrefix(v.at.Tick, "manual-"):
+		fmt.Fprintf(&b, "Started by schedule `%s`, fired by hand. ", inert(shortSchedule(v.at.Schedule)))
+	case v.at.Schedule != "":
+		fmt.Fprintf(&b, "Started by schedule `%s`, tick %s. ", inert(shortSchedule(v.at.Schedule)), inert(v.at.Tick))
+	case a != "":
 		fmt.Fprintf(&b, "Started by `%s`. ", inert(a))
 	}
 	done, current := v.done, v.current
@@ -531,6 +551,95 @@ func formFields(ix *engine.Interaction) []string {
 	return fields
 }
 
+// followUpLines say what is to come of an unanswered question: its next
+// reminder, its escalation, its expiry.
+func followUpLines(f *engine.FollowUp) string {
+	if f == nil {
+		return ""
+	}
+	at := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+	var b strings.Builder
+	if !f.NextReminder.IsZero() {
+		fmt.Fprintf(&b, "🔔 Next reminder at %s.\n", at(f.NextReminder))
+	}
+	switch {
+	case f.Escalated:
+		fmt.Fprintf(&b, "⬆️ Escalated: %s may answer too.\n", names(f.EscalateTo))
+	case !f.EscalateAt.IsZero():
+		fmt.Fprintf(&b, "⬆️ At %s, %s may answer too.\n", at(f.EscalateAt), names(f.EscalateTo))
+	}
+	if !f.ExpireAt.IsZero() {
+		if len(f.Default) > 0 {
+			fmt.Fprintf(&b, "⌛ Expires at %s, then answered with its default: %s.\n", at(f.ExpireAt), plain(defaultText(f.Default), 300))
+		} else {
+			fmt.Fprintf(&b, "⌛ Expires at %s; then the run fails, this question unanswered.\n", at(f.ExpireAt))
+		}
+	}
+	return b.String()
+}
+
+// names lists people and teams as code, never as mentions.
+func names(who []string) string {
+	var out []string
+	for _, w := range who {
+		out = append(out, "`"+inert(w)+"`")
+	}
+	return strings.Join(out, ", ")
+}
+
+// defaultText writes a default answer: its text, or field: value pairs.
+func defaultText(d map[string]string) string {
+	if text, ok := d[engine.QuestionKey]; ok && len(d) == 1 {
+		return text
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		parts = append(parts, k+": "+d[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// renderFollowUp is the comment of a question's reminder or escalation,
+// and its marker's key.
+func renderFollowUp(v *view, ix *engine.Interaction, kind string, reminder int) (body, key string) {
+	qid := "Q" + strconv.Itoa(v.numbers[ix.ID])
+	link := qid
+	if id := ix.Posts["github"]; id != "" && v.posts[postStatusURL] != "" {
+		link = "[" + qid + "](" + v.commentURL(id) + ")"
+	}
+	var b strings.Builder
+	if kind == engine.OutboxQuestionEscalated {
+		fmt.Fprintf(&b, "⬆️ Question %s from `%s` in run `%s` is escalated: %s may answer it too.\n", link, inert(ix.NodeID), inert(v.run.ID), names(ix.FollowUp.EscalateTo))
+		key = questionKey(ix.ID) + "-escalated"
+	} else {
+		who := "Reminder"
+		if actor := v.run.Trigger.Actor; actor != "" && validLogin(actor) {
+			who = "@" + actor + ", a reminder"
+		}
+		fmt.Fprintf(&b, "🔔 %s: question %s from `%s` in run `%s` still waits for an answer.\n", who, link, inert(ix.NodeID), inert(v.run.ID))
+		key = questionKey(ix.ID) + "-reminder-" + strconv.Itoa(reminder)
+	}
+	if l := v.pageLink("q", ix.ID); l != "" {
+		fmt.Fprintf(&b, "\nAnswer it there, or on [iterion's admin page](%s).\n", l)
+	}
+	b.WriteString("\n" + followUpLines(ix.FollowUp))
+	return b.String(), key
+}
+
+// validLogin reports whether s can be a GitHub login, and so be
+// mentioned.
+func validLogin(s string) bool {
+	if s == "" || len(s) > 39 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // renderQuestion is a question's PR comment: the short id people type and
 // quote, the text, the options, how to answer and the deadline; once
 // answered, who answered.
@@ -553,9 +662,13 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 			fmt.Fprintf(&b, "%d. %s\n", i+1, plain(l, 200))
 		}
 	}
+	if !ix.Pending() && ix.AnsweredBy == engine.ExpiryBy && ix.Via == "timer" {
+		fmt.Fprintf(&b, "\n⌛ Expired, default used:\n\n%s\n", quote(answerText(ix)))
+		return b.String()
+	}
 	if !ix.Pending() {
 		who := cmp.Or(ix.AnsweredBy, "someone")
-		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(viaWords(ix.Via), 100), quote(answerText(ix)))
+		fmt.Fprintf(&b, "\n✅ Answered by `%s` via %s:\n\n%s\n", inert(who), plain(delivery.ViaWords(ix.Via), 100), quote(answerText(ix)))
 		return b.String()
 	}
 	if v.run.Status.Terminal() {
@@ -563,11 +676,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		return b.String()
 	}
 	if !ix.AnswerableOn("github") {
-		where := make([]string, len(ix.AnswerOn))
-		for i, ch := range ix.AnswerOn {
-			where[i] = viaWords(ch)
-		}
-		fmt.Fprintf(&b, "\nThis question can be answered only through %s (its workflow's `answer_on`), not on GitHub.\n", strings.Join(where, " or "))
+		fmt.Fprintf(&b, "\nThis question can be answered only through %s (its workflow's `answer_on`), not on GitHub.\n", delivery.ViaList(ix.AnswerOn))
 		return b.String()
 	}
 	b.WriteString("\n**To answer**, reply quoting this comment")
@@ -580,6 +689,9 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		b.WriteString(" with your answer")
 	}
 	fmt.Fprintf(&b, ", or comment:\n\n```\n/iterion answer %s <your answer>\n```\n", qid)
+	if link := v.pageLink("q", ix.ID); link != "" {
+		fmt.Fprintf(&b, "\nOr answer it on [iterion's admin page](%s).\n", link)
+	}
 	if ix.Kind == engine.KindAsync {
 		b.WriteString("\nThe agent keeps working meanwhile and reads the answer at its next turn.\n")
 	} else {
@@ -595,6 +707,7 @@ func renderQuestion(v *view, ix *engine.Interaction) string {
 		}
 		fmt.Fprintf(&b, "Only %s may answer it (the workflow's `answerers`).\n", strings.Join(names, ", "))
 	}
+	b.WriteString(followUpLines(ix.FollowUp))
 	return b.String()
 }
 

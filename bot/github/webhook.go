@@ -20,12 +20,13 @@ import (
 const MaxPayload = 25 << 20
 
 // handledEvents are the event types the bot acts on; others are
-// acknowledged and ignored, without being stored. (push is decoded, but
-// nothing reads it yet: it is stored once schedules refresh on it. ping,
-// sent when the App's webhook is set up, needs nothing but the 202.)
+// acknowledged and ignored, without being stored. (A push to a default
+// branch reads the repository's schedules again; github_app_authorization
+// revoked drops the person's account links. ping, sent when the
+// App's webhook is set up, needs nothing but the 202.)
 var handledEvents = map[string]bool{
 	"issue_comment": true, "pull_request": true, "installation": true,
-	"check_run": true, "check_suite": true, "github_app_authorization": true,
+	"check_run": true, "check_suite": true, "push": true, "github_app_authorization": true,
 }
 
 // AuthorizationsGroup is the group of github_app_authorization

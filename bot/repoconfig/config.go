@@ -1,6 +1,7 @@
 // Package repoconfig reads a repository's .iterion.yml: its workflows,
 // the events that start them, who may answer questions, how runs of one
-// pull request share it, and where to talk. The bot reads the file from
+// pull request share it, where to talk, its schedules, and which runs
+// propose their changes back to the repository. The bot reads the file from
 // the repository's default branch only, never from a pull request's
 // branch, since a PR may be written by anyone.
 //
@@ -15,9 +16,11 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
-	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/iterion-bot/iterion/bot/schedule"
 )
 
 // FileName is where the configuration lives in a repository.
@@ -53,7 +56,30 @@ type Config struct {
 	} `yaml:"slack"`
 	// Schedules start runs on cron specs.
 	Schedules []Schedule `yaml:"schedules"`
+	// Changes says which runs propose their workspace's changes back to
+	// the repository.
+	Changes Changes `yaml:"changes"`
 }
+
+// Changes turns on, for some workflows, the proposal of a run's changes
+// when it finishes: a branch and a pull request for a scheduled run, a
+// commit pushed to the pull request's own branch for a run asked for on
+// a pull request (not from a fork). It needs the App's Contents: write
+// and Pull requests: write permissions on the repository.
+type Changes struct {
+	// Workflows are the workflows whose runs propose their changes; none
+	// by default.
+	Workflows []string `yaml:"workflows"`
+	// BranchPrefix starts the branches of scheduled runs' pull requests;
+	// "" means DefaultBranchPrefix.
+	BranchPrefix string `yaml:"branch_prefix"`
+}
+
+// DefaultBranchPrefix starts the branches of scheduled runs' changes.
+const DefaultBranchPrefix = "iterion/"
+
+// Proposes reports whether runs of workflow name propose their changes.
+func (c *Config) Proposes(name string) bool { return slices.Contains(c.Changes.Workflows, name) }
 
 // Triggers say which events start which workflow.
 type Triggers struct {
@@ -66,11 +92,48 @@ type Triggers struct {
 
 // Schedule is a run started on a cron spec.
 type Schedule struct {
-	Name     string            `yaml:"name"`
-	Cron     string            `yaml:"cron"`
+	// Name names the schedule in the repository: letters, digits, - and _.
+	Name string `yaml:"name"`
+	// Cron is five fields (minute hour day-of-month month day-of-week) or
+	// a descriptor (@daily, @every 6h); a repository's ticks come at most
+	// every MinInterval.
+	Cron string `yaml:"cron"`
+	// Timezone is the IANA zone the spec's hours are in; "" means UTC.
+	Timezone string `yaml:"timezone"`
+	// Workflow names one of Workflows; Vars are its vars.
 	Workflow string            `yaml:"workflow"`
 	Vars     map[string]string `yaml:"vars"`
+	// Overlap is what a tick does while the schedule's last run is still
+	// going: skip (the default) or queue.
+	Overlap string `yaml:"overlap"`
+	// Grace is how late a tick may still fire after the server was down;
+	// 0 means schedule.DefaultGrace, at most MaxGrace.
+	Grace time.Duration `yaml:"grace"`
+	// Report is where the schedule's runs are shown.
+	Report Report `yaml:"report"`
 }
+
+// Report is where a schedule's runs are shown: a tracking issue of the
+// repository (the default), a Slack channel, or both.
+type Report struct {
+	// Issue keeps one tracking issue for the schedule, with a status
+	// comment per run; nil means true.
+	Issue *bool `yaml:"issue"`
+	// Slack names a channel for a card per run.
+	Slack string `yaml:"slack"`
+}
+
+// IssueEnabled reports whether the schedule keeps a tracking issue.
+func (r Report) IssueEnabled() bool { return r.Issue == nil || *r.Issue }
+
+// MinInterval is how often a repository's schedule may fire at most:
+// every tick costs a checkout. MaxGrace bounds its grace window.
+const (
+	MinInterval = 10 * time.Minute
+	// MaxSchedules is how many schedules a repository may declare.
+	MaxSchedules = 50
+	MaxGrace     = 7 * 24 * time.Hour
+)
 
 // CommentsEnabled reports whether comment commands are on.
 func (c *Config) CommentsEnabled() bool { return c.Triggers.Comments == nil || *c.Triggers.Comments }
@@ -163,22 +226,68 @@ func Parse(data []byte) (*Config, error) {
 	} else if !slices.Contains(concurrencies, cfg.Concurrency) {
 		add([]string{"concurrency"}, "concurrency %q: use queue, supersede or reject", cfg.Concurrency)
 	}
+	if len(cfg.Schedules) > MaxSchedules {
+		add([]string{"schedules"}, "%d schedules: a repository may declare at most %d (each fire checks the repository out and runs a workflow)", len(cfg.Schedules), MaxSchedules)
+	}
+	names := map[string]bool{}
 	for i, s := range cfg.Schedules {
 		idx := fmt.Sprint(i)
 		if s.Name == "" || s.Cron == "" || s.Workflow == "" {
 			add([]string{"schedules", idx}, "schedule %d needs name, cron and workflow", i+1)
 			continue
 		}
-		if _, err := cron.ParseStandard(s.Cron); err != nil {
-			add([]string{"schedules", idx, "cron"}, "schedule %s: cron %q: %v (five fields: minute hour day-of-month month day-of-week)", s.Name, s.Cron, err)
+		if !validName(s.Name) {
+			add([]string{"schedules", idx, "name"}, "schedule name %q: use letters, digits, - and _", s.Name)
+		} else if names[s.Name] {
+			add([]string{"schedules", idx, "name"}, "schedule %s is declared twice: give each its own name", s.Name)
+		}
+		names[s.Name] = true
+		spec, err := schedule.Parse(s.Cron, s.Timezone)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "time zone"):
+			add([]string{"schedules", idx, "timezone"}, "schedule %s: %v", s.Name, err)
+		case err != nil:
+			add([]string{"schedules", idx, "cron"}, "schedule %s: cron %q: %v", s.Name, s.Cron, err)
+		default:
+			if gap := spec.MinGap(); gap < MinInterval {
+				add([]string{"schedules", idx, "cron"}, "schedule %s: cron %q fires every %s; a repository's schedule may fire at most every %s", s.Name, s.Cron, gap, MinInterval)
+			}
 		}
 		known([]string{"schedules", idx, "workflow"}, s.Workflow)
+		if s.Overlap != "" && s.Overlap != schedule.OverlapSkip && s.Overlap != schedule.OverlapQueue {
+			add([]string{"schedules", idx, "overlap"}, "schedule %s: overlap %q: use skip (the default: a tick while the last run goes on is skipped) or queue (it waits for that run)", s.Name, s.Overlap)
+		}
+		if s.Grace < 0 || s.Grace > MaxGrace {
+			add([]string{"schedules", idx, "grace"}, "schedule %s: grace %s: write a duration from 1m to %s, like 1h", s.Name, s.Grace, MaxGrace)
+		}
+		if !s.Report.IssueEnabled() && s.Report.Slack == "" {
+			add([]string{"schedules", idx, "report"}, "schedule %s reports nowhere: keep its tracking issue (issue: true) or name a Slack channel (slack: \"#channel\")", s.Name)
+		}
+	}
+	for i, name := range cfg.Changes.Workflows {
+		known([]string{"changes", "workflows", fmt.Sprint(i)}, name)
+	}
+	if p := cfg.Changes.BranchPrefix; p != "" && !validPrefix(p) {
+		add([]string{"changes", "branch_prefix"}, "branch_prefix %q: write the start of a branch name, like iterion/ (letters, digits, -, _, . and /)", p)
 	}
 	if len(errs) > 0 {
 		slices.SortFunc(errs, func(a, b Error) int { return (a.Line-b.Line)*1000 + a.Column - b.Column })
 		return nil, errs
 	}
 	return cfg, nil
+}
+
+// validPrefix reports whether p can start a branch name.
+func validPrefix(p string) bool {
+	if len(p) > 100 || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "-") || strings.Contains(p, "..") || strings.Contains(p, "//") {
+		return false
+	}
+	for _, r := range p {
+		if !(r == '-' || r == '_' || r == '.' || r == '/' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func validName(s string) bool {
@@ -240,8 +349,25 @@ func typeError(msg string) Error {
 	if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
 	}
-	if f, _, ok := strings.Cut(strings.TrimPrefix(msg, "field "), " not found in type"); ok && strings.HasPrefix(msg, "field ") {
-		msg = fmt.Sprintf("unknown key %q (keys: workflows, default_workflow, triggers, answerers, concurrency, slack, schedules)", f)
+	if f, typ, ok := strings.Cut(strings.TrimPrefix(msg, "field "), " not found in type "); ok && strings.HasPrefix(msg, "field ") {
+		keys, ok := keysOf[strings.TrimPrefix(typ, "repoconfig.")]
+		switch {
+		case strings.HasPrefix(typ, "struct"):
+			keys = "channel" // slack:
+		case !ok:
+			keys = keysOf["Config"]
+		}
+		msg = fmt.Sprintf("unknown key %q (keys here: %s)", f, keys)
 	}
 	return Error{Line: line, Column: 1, Message: msg}
+}
+
+// keysOf lists the keys of each part of the file, for the message of an
+// unknown key.
+var keysOf = map[string]string{
+	"Config":   "workflows, default_workflow, triggers, answerers, concurrency, slack, schedules, changes",
+	"Triggers": "pull_request, comments",
+	"Schedule": "name, cron, timezone, workflow, vars, overlap, grace, report",
+	"Report":   "issue, slack",
+	"Changes":  "workflows, branch_prefix",
 }

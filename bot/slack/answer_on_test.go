@@ -43,7 +43,7 @@ func TestAnswerOnKeepsSlackOut(t *testing.T) {
 	w.svc.OnEvent(engine.Event{Type: engine.EventHumanInputRequested, RunID: run.ID})
 	q := w.message("iterion_question", "question_id", ix.ID)
 	text := blocksText(q)
-	if !strings.Contains(text, "can be answered only through GitHub or the CLI") || strings.Contains(string(q.Blocks), `"actions"`) {
+	if !strings.Contains(text, "can be answered only through GitHub or the command line") || strings.Contains(string(q.Blocks), `"actions"`) {
 		t.Errorf("a question kept off Slack shows:\n%s\n%s", text, q.Blocks)
 	}
 	w.fake.WaitFor(10*time.Second, "the question's post recorded", func() bool { return w.interaction(run.ID, ix.ID).Posts["slack"] != "" })
@@ -51,7 +51,7 @@ func TestAnswerOnKeepsSlackOut(t *testing.T) {
 	// A click on a button it does not show (a forged payload), then a reply
 	// naming it: both refused.
 	w.interact(w.fake.Click("U1", q, slack.ActionOption+"0", "0"))
-	w.ephemeral("U1", "cannot be answered from Slack: its workflow lets it be answered only through GitHub or the CLI")
+	w.ephemeral("U1", "cannot be answered from Slack: its workflow lets it be answered only through GitHub or the command line")
 	card := w.message("iterion_run", "run_id", run.ID)
 	before := len(w.fake.Ephemerals("U1"))
 	reply := w.fake.Post(fakeslack.Channel, card.TS, "U1", "Q2 yes, drop it")

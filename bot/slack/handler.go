@@ -343,8 +343,12 @@ func (h *Handler) answer(ctx context.Context, who asker, ix *engine.Interaction,
 	if login == "" {
 		return h.people.unlinked(h.team, who.user), nil
 	}
-	if refusal, err := h.people.mayAnswer(ctx, run, login); err != nil || refusal != "" {
-		return refusal, err
+	// A question escalated to login may be answered by them, whatever
+	// the run's own rules say (escalate: to:).
+	if !ix.EscalatedTo(login) {
+		if refusal, err := h.people.mayAnswer(ctx, run, login); err != nil || refusal != "" {
+			return refusal, err
+		}
 	}
 	req := engine.AnswerRequest{RunID: ix.RunID, InteractionID: ix.ID, Text: text, Fields: fields, By: login, Via: "slack"}
 	if isForm(ix) && fields == nil {
@@ -371,11 +375,7 @@ func (h *Handler) answer(ctx context.Context, who asker, ix *engine.Interaction,
 	var notAnswerer *engine.AnswererRefusedError
 	switch {
 	case errors.As(err, &offChannel):
-		where := make([]string, len(offChannel.AnswerOn))
-		for i, ch := range offChannel.AnswerOn {
-			where[i] = viaWords(ch)
-		}
-		return fmt.Sprintf("%s cannot be answered from Slack: its workflow lets it be answered only through %s (`answer_on`). Your answer was not recorded.", q, strings.Join(where, " or ")), nil
+		return fmt.Sprintf("%s cannot be answered from Slack: its workflow lets it be answered only through %s (`answer_on`). Your answer was not recorded.", q, escape(delivery.ViaList(offChannel.AnswerOn))), nil
 	case errors.As(err, &notAnswerer):
 		names := make([]string, len(notAnswerer.Answerers))
 		for i, a := range notAnswerer.Answerers {

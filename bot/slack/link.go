@@ -42,7 +42,7 @@ type linkStore interface {
 // which checks the state, learns the account from GitHub and records the
 // link, keyed on the account's numeric id.
 type Linker struct {
-	oauth   *ghbot.OAuth
+	oauth   *ghbot.UserAuth
 	key     []byte
 	confirm []byte
 	public  string
@@ -54,7 +54,7 @@ type Linker struct {
 // LinkerOptions configure a Linker; every field but Clock and Log is
 // required.
 type LinkerOptions struct {
-	OAuth *ghbot.OAuth
+	OAuth *ghbot.UserAuth
 	// Key signs the states; the App's client secret serves.
 	Key []byte
 	// PublicURL is the server's address as browsers reach it
@@ -125,6 +125,14 @@ func (l *Linker) state(s string) (linkState, string) {
 	return st, ""
 }
 
+// Owns reports whether state is one of this Linker's (signed by it,
+// expired or not): the callback URL is shared with the admin page's
+// sign-in, and a state of the Linker's comes here.
+func (l *Linker) Owns(state string) bool {
+	enc, sig, ok := strings.Cut(state, ".")
+	return ok && hmac.Equal([]byte(sig), []byte(l.sign(enc)))
+}
+
 // ServeHTTP is the callback (GET /auth/github/callback): GitHub sends the
 // person back with a code and the state; the state is checked and used,
 // the code exchanged for the account, and the link recorded.
@@ -153,7 +161,7 @@ func (l *Linker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var refused *ghbot.SignInError
 	switch {
 	case errors.As(err, &refused):
-		page(w, http.StatusBadRequest, "Not linked", "GitHub refused the sign-in ("+refused.Code+"). Type /iterion link in Slack for a new link.")
+		page(w, http.StatusBadRequest, "Not linked", "GitHub refused the sign-in: "+refused.Reason+". Type /iterion link in Slack for a new link.")
 		return
 	case err != nil:
 		l.log.Error("identifying a GitHub sign-in failed", "err", err)

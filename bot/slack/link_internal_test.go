@@ -14,7 +14,7 @@ import (
 func TestLinkState(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	mk := func(key string) *Linker {
-		return NewLinker(LinkerOptions{OAuth: ghbot.NewOAuth(ghbot.OAuthOptions{ClientID: "id", ClientSecret: key}), Key: []byte(key),
+		return NewLinker(LinkerOptions{OAuth: ghbot.NewUserAuth(ghbot.UserAuthOptions{ClientID: "id", ClientSecret: key}), Key: []byte(key),
 			PublicURL: "https://iterion.example.com/", Clock: clk.now})
 	}
 	l := mk("secret one")

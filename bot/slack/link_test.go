@@ -24,12 +24,13 @@ import (
 // once. A revoked authorization drops the link.
 func TestLinkByGitHubSignIn(t *testing.T) {
 	gh := fakegithub.New(t, "acme", "app")
+	gh.OAuth = fakegithub.OAuth{ClientID: "Iv1.fakeclientid", ClientSecret: "fake-client-secret-0123456789"}
 	var callback http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { callback.ServeHTTP(w, r) }))
 	defer srv.Close()
 	w := newWorld(t, func(o *slack.ServiceOptions) {
-		o.GitURL = strings.TrimSuffix(gh.URL(), "/")
-		o.SignIn = &slack.SignIn{ClientID: fakegithub.OAuthClientID, ClientSecret: fakegithub.OAuthClientSecret, APIURL: gh.URL(), PublicURL: srv.URL}
+		o.GitURL = gh.GitURL()
+		o.SignIn = &slack.SignIn{ClientID: gh.OAuth.ClientID, ClientSecret: gh.OAuth.ClientSecret, APIURL: gh.URL(), PublicURL: srv.URL}
 	})
 	callback = w.svc.Callback()
 	run, ix := w.ask("r-link", "Ship it?", "yes", "no")
@@ -44,7 +45,7 @@ func TestLinkByGitHubSignIn(t *testing.T) {
 		t.Fatalf("no sign-in link in %q", told.Text)
 	}
 	u, err := url.Parse(signIn[1])
-	if err != nil || u.Path != "/login/oauth/authorize" || u.Query().Get("client_id") != fakegithub.OAuthClientID {
+	if err != nil || u.Path != "/git/login/oauth/authorize" || u.Query().Get("client_id") != gh.OAuth.ClientID {
 		t.Fatalf("sign-in link %q", signIn[1])
 	}
 	redirect, state := u.Query().Get("redirect_uri"), u.Query().Get("state")

@@ -195,14 +195,21 @@ func (r *Relay) syncTouched(ctx context.Context) {
 }
 
 // place returns the channel run is shown in: where it was started in
-// Slack, else the channel its repository's .iterion.yml names, else the
-// server's; "" for none.
+// Slack; else the channel its trigger names (a repository's .iterion.yml
+// or a schedule's report.slack, under "slack" in the details); else, for
+// a run of no repository, the server's; "" for none.
 func (r *Relay) place(run *engine.Run) string {
 	if o, ok := OriginOf(run); ok {
 		return o.Channel
 	}
 	if o, ok := ghbot.OriginOf(run); ok {
 		return o.Slack
+	}
+	var named struct {
+		Slack string `json:"slack"`
+	}
+	if len(run.Trigger.Details) > 0 && json.Unmarshal(run.Trigger.Details, &named) == nil && named.Slack != "" {
+		return named.Slack
 	}
 	return r.channel
 }

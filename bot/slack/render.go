@@ -13,6 +13,7 @@ import (
 
 	slackgo "github.com/slack-go/slack"
 
+	"github.com/iterion-bot/iterion/bot/delivery"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -312,11 +313,7 @@ func renderQuestion(v *runView, ix *engine.Interaction) (string, []slackgo.Block
 // (answer_on) is answered: a link to its pull request comment when it has
 // one, and no buttons.
 func answerElsewhere(v *runView, ix *engine.Interaction) string {
-	var where []string
-	for _, ch := range ix.AnswerOn {
-		where = append(where, viaWords(ch))
-	}
-	text := "🔗 This question can be answered only through " + strings.Join(where, " or ") + " (its workflow's `answer_on`), not here"
+	text := "🔗 This question can be answered only through " + escape(delivery.ViaList(ix.AnswerOn)) + " (its workflow's `answer_on`), not here"
 	if id := ix.Posts["github"]; v.prURL != "" && ix.AnswerableOn("github") && id != "" && strings.Trim(id, "0123456789") == "" {
 		text += fmt.Sprintf(": <%s#issuecomment-%s|answer it on the pull request>", v.prURL, id)
 	} else if v.prURL != "" && ix.AnswerableOn("github") {
@@ -414,28 +411,9 @@ func answerText(ix *engine.Interaction) string {
 	return strings.Join(parts, ", ")
 }
 
-// viaWords names the channel an answer or a start came through.
-func viaWords(via string) string {
-	switch via {
-	case "github":
-		return "GitHub"
-	case "slack":
-		return "Slack"
-	case "page":
-		return "the admin page"
-	case "cli":
-		return "the CLI"
-	case "api":
-		return "the REST API"
-	case "timer":
-		return "its timer"
-	case "cron":
-		return "a schedule"
-	case "":
-		return "an unknown channel"
-	}
-	return escape(oneLine(via, 40))
-}
+// viaWords names the channel an answer or a start came through, as every
+// channel says it, made safe for Slack's mrkdwn.
+func viaWords(via string) string { return escape(oneLine(delivery.ViaWords(via), 40)) }
 
 // dateText shows a time in Slack's date syntax, which every reader sees
 // in their own time zone, with UTC for clients that cannot.

@@ -151,8 +151,8 @@ func NewService(ctx context.Context, db *store.DB, opts ServiceOptions) (*Servic
 	s.id = id
 	people := PeopleOptions{Users: opts.Users, Allowed: opts.Allowed, Repo: opts.GitHub, Links: storeLinks{db}}
 	if si := opts.SignIn; si != nil {
-		oauth := ghbot.NewOAuth(ghbot.OAuthOptions{ClientID: si.ClientID, ClientSecret: si.ClientSecret, WebURL: opts.GitURL,
-			APIURL: si.APIURL, HTTPClient: opts.HTTPClient})
+		oauth := ghbot.NewUserAuth(ghbot.UserAuthOptions{ClientID: si.ClientID, ClientSecret: si.ClientSecret, WebURL: opts.GitURL,
+			APIURL: si.APIURL, HTTP: opts.HTTPClient})
 		s.linker = NewLinker(LinkerOptions{OAuth: oauth, Key: []byte(si.ClientSecret), PublicURL: si.PublicURL, Store: db, Log: log})
 		people.LinkURL = s.linker.URL
 	}
@@ -200,6 +200,12 @@ func (s *Service) Callback() http.Handler {
 		return nil
 	}
 	return s.linker
+}
+
+// OwnsState reports whether a sign-in's state is one of Slack's account
+// links' (the callback is shared with the admin page's sign-in).
+func (s *Service) OwnsState(state string) bool {
+	return s.linker != nil && s.linker.Owns(state)
 }
 
 // Revoked drops the account links to GitHub account githubID, whose

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -46,6 +47,9 @@ type App struct {
 	// means the App's default (github.DefaultWritePace, a second, as
 	// GitHub asks).
 	WritePace time.Duration
+	// ScheduleClock is the time serve's schedules fire by; nil means the
+	// system's (tests move it by hand).
+	ScheduleClock schedule.Clock
 
 	// workflowAllow and workflowSecrets are serve's workflow_env and
 	// secrets:, set once its configuration is read (dslOptions).

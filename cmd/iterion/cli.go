@@ -58,8 +58,8 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetOut(a.stdout())
 	root.SetErr(a.stderr())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newFakeModelCmd(), a.newServeCmd(),
-		a.newSandboxExecCmd(), a.newMCPAskUserCmd())
+	root.AddCommand(newVersionCmd(), a.newValidateCmd(), a.newFmtCmd(), a.newRunCmd(), a.newResumeCmd(), a.newRunsCmd(), a.newSchedulesCmd(), a.newFakeModelCmd(), a.newServeCmd(),
+		a.newSandboxExecCmd(), a.newMCPAskUserCmd(), a.newClaudeHookCmd(), a.newStoreCmd(), a.newHealthCmd())
 	groupsOnly(root)
 	return root
 }

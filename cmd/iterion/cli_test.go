@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 )
 
@@ -30,6 +31,8 @@ type testCLI struct {
 	backends func(getenv func(string) string) (map[string]engine.Backend, error)
 	// writePace is the App's GitHub write spacing; 0 means a millisecond.
 	writePace time.Duration
+	// clock, when set, is the time serve's schedules fire by.
+	clock schedule.Clock
 }
 
 // newCLI is the test's command line: the owners' sockets in the tests'
@@ -61,7 +64,7 @@ func (c *testCLI) useBackend(b engine.Backend) {
 // bot/github on a fake clock.
 func (c *testCLI) app(stdin io.Reader, stdout, stderr io.Writer, args ...string) *App {
 	return &App{Args: args, Stdin: stdin, Stdout: stdout, Stderr: stderr, Env: maps.Clone(c.env), Dir: c.dir,
-		Backends: c.backends, WritePace: c.pace()}
+		Backends: c.backends, WritePace: c.pace(), ScheduleClock: c.clock}
 }
 
 // exec runs one command to its end, reading stdin (nil: the process's),

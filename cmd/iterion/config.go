@@ -22,6 +22,9 @@ import (
 
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/page"
+	"github.com/iterion-bot/iterion/bot/repoconfig"
+	"github.com/iterion-bot/iterion/bot/schedule"
 	slackbot "github.com/iterion-bot/iterion/bot/slack"
 	"github.com/iterion-bot/iterion/internal/nodesandbox"
 	"github.com/iterion-bot/iterion/internal/textdist"
@@ -126,6 +129,11 @@ type serveConfig struct {
 	// API has no settings yet; the key is reserved so that a token written
 	// under it is refused as a secret rather than as an unknown key.
 	API struct{} `yaml:"api"`
+	// Schedules are the server's own schedules: a workflow file of the
+	// server started on a cron spec.
+	Schedules []serverSchedule `yaml:"schedules"`
+	// Page is the admin page's; see pageSettings.
+	Page pageFile `yaml:"page"`
 
 	// file is the config file read, "" when none.
 	file string
@@ -155,6 +163,50 @@ type githubFile struct {
 	// KeepWorkspaces is how long the checkout of a run that stopped but
 	// could still be resumed (cancelled, failed resumably) is kept.
 	KeepWorkspaces time.Duration `yaml:"keep_workspaces"`
+	// ClientID is the App's OAuth client id, for the admin page's sign-in
+	// with GitHub; $ITERION_GITHUB_CLIENT_ID overrides it. Its secret
+	// comes only from $ITERION_GITHUB_CLIENT_SECRET.
+	ClientID string `yaml:"client_id"`
+}
+
+// pageFile is the admin page's part of the config file.
+type pageFile struct {
+	// PublicURL is the page's address as people reach it;
+	// $ITERION_PUBLIC_URL overrides it.
+	PublicURL string `yaml:"public_url"`
+	// AllowedOrgs and AllowedTeams ("org/team-slug") are who may sign in
+	// with GitHub: members of one of them. Both empty: any GitHub user.
+	AllowedOrgs  []string `yaml:"allowed_orgs"`
+	AllowedTeams []string `yaml:"allowed_teams"`
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// serverSchedule is one of the server's schedules (see docs/schedules.md).
+type serverSchedule struct {
+	// Name names it: letters, digits, - and _; it is listed as
+	// server/<name>.
+	Name string `yaml:"name"`
+	// Cron is five fields or a descriptor (@daily, @every 6h), in
+	// Timezone (an IANA name; "" means UTC).
+	Cron     string `yaml:"cron"`
+	Timezone string `yaml:"timezone"`
+	// Workflow is the .bot file, relative to the config file's
+	// directory; Vars are its vars.
+	Workflow string            `yaml:"workflow"`
+	Vars     map[string]string `yaml:"vars"`
+	// Overlap is skip (the default) or queue; Grace is how late a tick
+	// may fire after downtime (default schedule.DefaultGrace).
+	Overlap string        `yaml:"overlap"`
+	Grace   time.Duration `yaml:"grace"`
+	// Report names where the runs are shown besides the server's log.
+	Report serverReport `yaml:"report"`
+}
+
+// serverReport is where a server schedule's runs are shown.
+type serverReport struct {
+	// Slack is a channel for a card per run.
+	Slack string `yaml:"slack"`
 }
 
 // webhookSettings bound the bodies of the webhooks being read, across
@@ -179,12 +231,14 @@ func defaultServeConfig() serveConfig {
 		Sandbox:       sandboxSettings{WorkspaceQuotaMB: defaultWorkspaceQuotaMB},
 		Webhooks:      webhookSettings{MemoryMB: delivery.DefaultBodyBytes >> 20, Bodies: delivery.DefaultBodies, BodyTimeout: delivery.DefaultBodyTimeout},
 		Slack:         slackFile{Transport: slackbot.TransportHTTP, Workers: slackbot.DefaultWorkers},
+		Page:          pageFile{SessionTTL: page.DefaultSessionTTL},
 	}
 }
 
 // serveFlags are serve's command-line settings; "" means not given.
 type serveFlags struct {
 	config, addr, store string
+	check               bool
 }
 
 // serveSettings reads the config file and applies, for each setting, the
@@ -224,7 +278,11 @@ func (a *App) loadServeConfig(path, via string) (serveConfig, error) {
 	}
 	cfg.file = path
 	dir := filepath.Dir(path)
-	for _, p := range []*string{&cfg.Store, &cfg.GitHub.PrivateKeyFile} {
+	paths := []*string{&cfg.Store, &cfg.GitHub.PrivateKeyFile}
+	for i := range cfg.Schedules {
+		paths = append(paths, &cfg.Schedules[i].Workflow)
+	}
+	for _, p := range paths {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -276,7 +334,13 @@ var secretKeys = map[string]string{
 	"slack.token":    "ITERION_SLACK_BOT_TOKEN",
 	"signing_secret": "ITERION_SLACK_SIGNING_SECRET",
 	"app_token":      "ITERION_SLACK_APP_TOKEN",
+	"admin_token":    "ITERION_ADMIN_TOKEN",
+	"page.token":     "ITERION_ADMIN_TOKEN",
+	"client_secret":  "ITERION_GITHUB_CLIENT_SECRET",
 }
+
+// ghName is the shape of a GitHub login or team slug.
+var ghName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 
 // envName is the shape of an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -438,9 +502,67 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 		}
 		return ""
 	},
+	"schedules.name": func(at string, v reflect.Value) string {
+		if !scheduleName.MatchString(v.String()) {
+			return at + ": use letters, digits, - and _ (at most 64)"
+		}
+		return ""
+	},
+	"schedules.cron": func(at string, v reflect.Value) string {
+		if _, err := schedule.Parse(v.String(), ""); err != nil {
+			return at + ": " + err.Error()
+		}
+		return ""
+	},
+	"schedules.timezone": func(at string, v reflect.Value) string {
+		if _, err := schedule.Parse("@daily", v.String()); err != nil {
+			return at + ": " + err.Error()
+		}
+		return ""
+	},
+	"schedules.workflow": func(at string, v reflect.Value) string {
+		if ext := filepath.Ext(v.String()); ext != ".bot" && ext != ".iter" {
+			return at + ": write the path of a .bot file, relative to this file's directory"
+		}
+		return ""
+	},
 	"slack.workers": func(at string, v reflect.Value) string {
 		if v.Int() < 1 {
 			return at + ": write at least 1"
+		}
+		return ""
+	},
+	"schedules.overlap": func(at string, v reflect.Value) string {
+		if s := v.String(); s != schedule.OverlapSkip && s != schedule.OverlapQueue {
+			return at + ": use skip (the default: a tick while the last run goes on is skipped) or queue (it waits for that run)"
+		}
+		return ""
+	},
+	"schedules.grace": func(at string, v reflect.Value) string {
+		if d := time.Duration(v.Int()); d < time.Minute || d > repoconfig.MaxGrace {
+			return at + fmt.Sprintf(": write a duration from 1m to %s, like %s", durationText(repoconfig.MaxGrace), durationText(schedule.DefaultGrace))
+		}
+		return ""
+	},
+	"page.public_url": func(at string, v reflect.Value) string {
+		return checkURL(at, v.String(), "https://iterion.example.com")
+	},
+	"page.allowed_orgs": func(at string, v reflect.Value) string {
+		if !ghName.MatchString(v.String()) {
+			return at + ": write an organization's login, like acme"
+		}
+		return ""
+	},
+	"page.allowed_teams": func(at string, v reflect.Value) string {
+		org, team, ok := strings.Cut(v.String(), "/")
+		if !ok || !ghName.MatchString(org) || !ghName.MatchString(team) {
+			return at + ": write org/team-slug, like acme/maintainers"
+		}
+		return ""
+	},
+	"page.session_ttl": func(at string, v reflect.Value) string {
+		if d := time.Duration(v.Int()); d < time.Minute || d > 30*24*time.Hour {
+			return at + ": write a duration from 1m to 720h, like 12h"
 		}
 		return ""
 	},
@@ -451,6 +573,52 @@ var configChecks = map[string]func(at string, v reflect.Value) string{
 				"remove it and set ITERION_GITHUB_PRIVATE_KEY in the environment, or write the file's path"
 		}
 		return ""
+	},
+}
+
+// scheduleName is the shape of a schedule's name.
+var scheduleName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// recordChecks check lists of mappings as a whole, by dotted path.
+var recordChecks = map[string]func(p *configParser, items []*yaml.Node){
+	"schedules": func(p *configParser, items []*yaml.Node) {
+		seen := map[string]int{}
+		for i, item := range items {
+			r := resolve(item)
+			if r == nil || r.Kind != yaml.MappingNode {
+				continue
+			}
+			var name, cron, zone *yaml.Node
+			has := map[string]bool{}
+			for j := 0; j+1 < len(r.Content); j += 2 {
+				k, v := r.Content[j].Value, resolve(r.Content[j+1])
+				has[k] = v != nil
+				switch k {
+				case "name":
+					name = v
+				case "cron":
+					cron = v
+				case "timezone":
+					zone = v
+				}
+			}
+			for _, req := range []string{"name", "cron", "workflow"} {
+				if !has[req] {
+					p.addf(item, "schedules[%d] needs %s (every schedule has a name, a cron spec and a workflow file)", i, req)
+				}
+			}
+			if name != nil {
+				if at, dup := seen[name.Value]; dup {
+					p.addf(name, "schedules[%d]: schedule %q is declared twice (also at line %d): give each its own name", i, name.Value, at)
+				}
+				seen[name.Value] = name.Line
+			}
+			if cron != nil && zone != nil && cron.Kind == yaml.ScalarNode && zone.Kind == yaml.ScalarNode {
+				if _, err := schedule.Parse(cron.Value, zone.Value); err != nil && strings.Contains(err.Error(), "keep one") {
+					p.addf(cron, "schedules[%d].cron %q: %v", i, cron.Value, err)
+				}
+			}
+		}
 	},
 }
 
@@ -594,16 +762,97 @@ func (p *configParser) walk(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		p.keys[full] = k
-		switch f.Type.Kind() {
-		case reflect.Struct:
+		switch {
+		case f.Type.Kind() == reflect.Struct:
 			p.walk(v, f.Type, full)
-		case reflect.Slice:
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			p.records(v, f.Type.Elem(), full)
+		case f.Type.Kind() == reflect.Slice:
 			p.list(v, f.Type, full)
-		case reflect.Map:
-			p.mapping(v, f.Type, full)
+		case f.Type.Kind() == reflect.Map:
+			p.dict(v, f.Type, full)
 		default:
 			p.leaf(v, f.Type, full)
 		}
+	}
+}
+
+// records checks the value n of the key at path, a list of mappings of
+// the struct type t, each item as walk does (its keys' checks are those
+// of path.key), then the list as a whole with recordChecks[path].
+func (p *configParser) records(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.SequenceNode {
+		p.addf(n, "%s: write a list of mappings with the keys %s, not %s", path, strings.Join(yamlKeys(t), ", "), describe(r))
+		return
+	}
+	for i, item := range r.Content {
+		p.walk(item, t, fmt.Sprintf("%s[%d]", path, i))
+	}
+	if check := recordChecks[path]; check != nil {
+		check(p, r.Content)
+	}
+}
+
+// dict checks the value n of the key at path, a mapping of type t:
+// each key with the key check of path, each value with its check.
+func (p *configParser) dict(n *yaml.Node, t reflect.Type, path string) {
+	r := resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.MappingNode {
+		p.addf(n, "%s: write a mapping of names to values, like {branch: main}, not %s", path, describe(r))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		k, v := r.Content[i], r.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.addf(k, "%s: a key must be a plain word, not %s", path, describe(k))
+			continue
+		}
+		if line, ok := seen[k.Value]; ok {
+			p.addf(k, "%s %q is set twice (also at line %d): keep one", path, k.Value, line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		if check := configKeyChecks[checkPath(path)]; check != nil {
+			if msg := check(fmt.Sprintf("%s key %q", path, k.Value), k.Value); msg != "" {
+				p.addf(k, "%s", msg)
+				continue
+			}
+		}
+		rv := resolve(v)
+		if rv == nil || rv.Kind != yaml.ScalarNode {
+			p.addf(v, "%s.%s: write %s, not %s", path, k.Value, valueKind(t.Elem()), describeOrNull(rv))
+			continue
+		}
+		val := reflect.New(t.Elem())
+		if err := rv.Decode(val.Interface()); err != nil {
+			p.addf(v, "%s.%s: write %s", path, k.Value, valueKind(t.Elem()))
+			continue
+		}
+		if check := configChecks[checkPath(path)]; check != nil {
+			if msg := check(fmt.Sprintf("%s.%s %q", path, k.Value, rv.Value), val.Elem()); msg != "" {
+				p.addf(v, "%s", msg)
+			}
+		}
+	}
+}
+
+// checkPath is the key of configChecks for path: without list indexes.
+func checkPath(path string) string {
+	for {
+		i := strings.IndexByte(path, '[')
+		j := strings.IndexByte(path, ']')
+		if i < 0 || j < i {
+			return path
+		}
+		path = path[:i] + path[j+1:]
 	}
 }
 
@@ -622,7 +871,7 @@ func (p *configParser) leaf(n *yaml.Node, t reflect.Type, path string) {
 		p.addf(n, "%s %q: write %s", path, r.Value, valueKind(t))
 		return
 	}
-	if check := configChecks[path]; check != nil {
+	if check := configChecks[checkPath(path)]; check != nil {
 		if msg := check(fmt.Sprintf("%s %q", path, r.Value), v.Elem()); msg != "" {
 			p.addf(n, "%s", msg)
 		}
@@ -653,56 +902,9 @@ func (p *configParser) list(n *yaml.Node, t reflect.Type, path string) {
 			p.addf(item, "%s: write %s", at, valueKind(t.Elem()))
 			continue
 		}
-		if check := configChecks[path]; check != nil {
+		if check := configChecks[checkPath(path)]; check != nil {
 			if msg := check(at, v.Elem()); msg != "" {
 				p.addf(item, "%s", msg)
-			}
-		}
-	}
-}
-
-// mapping checks the value n of the key at path, a mapping of type t:
-// each key with the key check of path, each value with its check.
-func (p *configParser) mapping(n *yaml.Node, t reflect.Type, path string) {
-	r := resolve(n)
-	if r == nil {
-		return
-	}
-	if r.Kind != yaml.MappingNode {
-		p.addf(n, "%s: write a mapping, like {name: value}, not %s", path, describe(r))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(r.Content); i += 2 {
-		k, v := r.Content[i], r.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			p.addf(k, "%s: a key must be a plain word, not %s", path, describe(k))
-			continue
-		}
-		if line, ok := seen[k.Value]; ok {
-			p.addf(k, "%s %q is set twice (also at line %d): keep one", path, k.Value, line)
-			continue
-		}
-		seen[k.Value] = k.Line
-		if check := configKeyChecks[path]; check != nil {
-			if msg := check(fmt.Sprintf("%s key %q", path, k.Value), k.Value); msg != "" {
-				p.addf(k, "%s", msg)
-				continue
-			}
-		}
-		rv := resolve(v)
-		if rv == nil || rv.Kind != yaml.ScalarNode {
-			p.addf(v, "%s.%s: write %s, not %s", path, k.Value, valueKind(t.Elem()), describeOrNull(rv))
-			continue
-		}
-		val := reflect.New(t.Elem())
-		if err := rv.Decode(val.Interface()); err != nil {
-			p.addf(v, "%s.%s: write %s", path, k.Value, valueKind(t.Elem()))
-			continue
-		}
-		if check := configChecks[path]; check != nil {
-			if msg := check(fmt.Sprintf("%s.%s %q", path, k.Value, rv.Value), val.Elem()); msg != "" {
-				p.addf(v, "%s", msg)
 			}
 		}
 	}

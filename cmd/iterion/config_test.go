@@ -19,7 +19,7 @@ import (
 
 func TestServeConfigErrors(t *testing.T) {
 	t.Parallel()
-	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api)"
+	const keys = "(the keys here are addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api, schedules, page)"
 	const yamlFix = "; check the indentation and quoting on this line and the one before"
 	for _, tc := range []struct {
 		name, in, want string
@@ -33,7 +33,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"unknown key, swapped letters in a section", "log:\n  levle: debug\n",
 			`serve.yml:2:3: unknown key "levle" in log: did you mean "level"? (the keys in log are level, format)`},
 		{"unknown key, hyphen for underscore", "github:\n  app-id: 12\n",
-			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file, keep_workspaces)`},
+			`serve.yml:2:3: unknown key "app-id" in github: did you mean "app_id"? (the keys in github are app_id, api_url, git_url, workers, private_key_file, keep_workspaces, client_id)`},
 		{"unknown key of another section", "workers: 8\n",
 			`serve.yml:1:1: unknown key "workers": did you mean github.workers? It goes in the github section`},
 		{"unknown key of the top level in a section", "github:\n  addr: :1\n",
@@ -69,7 +69,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"a secret that is not a name", "secrets:\n  - {name: X}\n  -\n",
 			"serve.yml:2:5: secrets[0]: write a single value, not a mapping\nserve.yml:3:4: secrets[1]: write a single value, not nothing"},
 		{"file not a mapping", "- addr: :1\n",
-			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api, not a list"},
+			"serve.yml:1:1: the file must be a mapping with the keys addr, store, shutdown_grace, retention, log, github, sandbox, slack, webhooks, secrets, workflow_env, api, schedules, page, not a list"},
 		{"keep_workspaces too short", "github:\n  keep_workspaces: 5m\n",
 			`serve.yml:2:20: github.keep_workspaces "5m": write at least 1h, like 168h for a week`},
 		{"workers not a number", "github:\n  workers: many\n",
@@ -116,6 +116,22 @@ func TestServeConfigErrors(t *testing.T) {
 			`serve.yml:2:24: slack.workflows.nightly "nightly.yml": write the path of a .bot file, relative to this file's directory`},
 		{"slack token in the file, value not repeated", "slack:\n  bot_token: xoxb-hunter2\n",
 			"serve.yml:2:3: slack.bot_token is a secret, and iterion serve reads secrets only from the environment: remove it and set ITERION_SLACK_BOT_TOKEN in the environment instead"},
+		{"schedules not a list", "schedules: nightly\n",
+			"serve.yml:1:12: schedules: write a list of mappings with the keys name, cron, timezone, workflow, vars, overlap, grace, report, not a single value"},
+		{"a schedule without its workflow", "schedules:\n  - name: n\n    cron: \"@daily\"\n",
+			"serve.yml:2:5: schedules[0] needs workflow (every schedule has a name, a cron spec and a workflow file)"},
+		{"a schedule's mistakes", "schedules:\n  - name: a b\n    cron: \"@nightly\"\n    timezone: Mars/Olympus\n    workflow: x.yaml\n    overlap: cancel\n    grace: 30s\n    report: {slak: x}\n    vars: [a]\n",
+			`serve.yml:2:11: schedules[0].name "a b": use letters, digits, - and _ (at most 64)` + "\n" +
+				`serve.yml:3:11: schedules[0].cron "@nightly": @nightly is not a descriptor: write @daily (midnight) or five fields like "0 3 * * *"` + "\n" +
+				`serve.yml:4:15: schedules[0].timezone "Mars/Olympus": unknown time zone "Mars/Olympus": write an IANA name like Europe/Berlin or America/New_York` + "\n" +
+				`serve.yml:5:15: schedules[0].workflow "x.yaml": write the path of a .bot file, relative to this file's directory` + "\n" +
+				`serve.yml:6:14: schedules[0].overlap "cancel": use skip (the default: a tick while the last run goes on is skipped) or queue (it waits for that run)` + "\n" +
+				`serve.yml:7:12: schedules[0].grace "30s": write a duration from 1m to 168h, like 1h` + "\n" +
+				`serve.yml:8:14: unknown key "slak" in schedules[0].report: did you mean "slack"? (the keys in schedules[0].report are slack)` + "\n" +
+				`serve.yml:9:11: schedules[0].vars: write a mapping of names to values, like {branch: main}, not a list`},
+		{"a schedule twice, and two zones", "schedules:\n  - {name: n, cron: \"@daily\", workflow: a.bot}\n  - {name: n, cron: \"CRON_TZ=UTC @daily\", timezone: UTC, workflow: a.bot}\n",
+			`serve.yml:3:12: schedules[1]: schedule "n" is declared twice (also at line 2): give each its own name` + "\n" +
+				`serve.yml:3:21: schedules[1].cron "CRON_TZ=UTC @daily": the cron spec names a zone (CRON_TZ=) and so does timezone: keep one`},
 		{"every mistake, in order", "log:\n  level: loud\n  format: xml\nshutdown_grace: soon\nwrokers: 2\n",
 			`serve.yml:2:10: log.level "loud": use debug, info, warn or error` + "\n" +
 				`serve.yml:3:11: log.format "xml": use text or json` + "\n" +
@@ -220,6 +236,21 @@ webhooks:
   bodies: 256
   body_timeout: 5s
 api: {}
+schedules:
+  - name: docs
+    cron: "0 3 * * 1-5"
+    timezone: Europe/Berlin
+    workflow: workflows/docs.bot   # relative to this file
+    vars: {branch: main}
+    overlap: queue
+    grace: 2h
+    report:
+      slack: "#docs"
+page:
+  public_url: https://iterion.example.com
+  allowed_orgs: [acme]
+  allowed_teams: [acme/maintainers]
+  session_ttl: 8h
 `
 	for _, tc := range []struct {
 		name, in string
@@ -242,6 +273,9 @@ api: {}
 			Slack: slackFile{Transport: "socket", Channel: "#iterion", Users: map[string]string{"U0123ABCD": "ana", "W0456EFGH": "bo"},
 				Allowed: []string{"ana"}, Workflows: map[string]string{"nightly": filepath.Join(dir, "workflows", "nightly.bot")}, Workers: 2},
 			Webhooks: webhookSettings{MemoryMB: 64, Bodies: 256, BodyTimeout: 5 * time.Second},
+			Schedules: []serverSchedule{{Name: "docs", Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Workflow: filepath.Join(dir, "workflows", "docs.bot"),
+				Vars: map[string]string{"branch": "main"}, Overlap: "queue", Grace: 2 * time.Hour, Report: serverReport{Slack: "#docs"}}},
+			Page: pageFile{PublicURL: "https://iterion.example.com", AllowedOrgs: []string{"acme"}, AllowedTeams: []string{"acme/maintainers"}, SessionTTL: 8 * time.Hour},
 		}},
 		{"one key of a section keeps the others", "log: {format: json}\ngithub:\n  private_key_file: keys/app.pem\n", serveConfig{
 			Addr:          ":8080",
@@ -252,6 +286,7 @@ api: {}
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 			Slack:         slackFile{Transport: "http", Workers: 4},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
+			Page:          pageFile{SessionTTL: 12 * time.Hour},
 		}},
 		{"anchors and aliases", "addr: &a 127.0.0.1:1\nlog: {level: &l warn}\n", serveConfig{
 			Addr:          "127.0.0.1:1",
@@ -262,6 +297,7 @@ api: {}
 			Sandbox:       sandboxSettings{WorkspaceQuotaMB: 10240},
 			Slack:         slackFile{Transport: "http", Workers: 4},
 			Webhooks:      webhookSettings{MemoryMB: 32, Bodies: 1024, BodyTimeout: 10 * time.Second},
+			Page:          pageFile{SessionTTL: 12 * time.Hour},
 		}},
 	} {
 		// Serial: the cases share one config file.
@@ -521,6 +557,7 @@ func FuzzServeConfig(f *testing.F) {
 		"shutdown_grace: 1m\n", "a: &x {b: *x}\n", "log: &l {level: *l}\n", "<<: {addr: :1}\n",
 		"- 1\n", "addr: [1, {2: 3}]\n", "x: 1\n---\ny: 2\n", "github:\n  webhook_secret: s\n", "? [a]\n: b\n",
 		"log: !!map {level: info}\n", "addr: !!binary aGVsbG8=\n", "shutdown_grace: !!int 5\n",
+		"schedules:\n  - {name: n, cron: \"@daily\", workflow: a.bot, vars: {a: b}}\n", "schedules: [{vars: {a: [1]}}, 3]\n",
 	} {
 		f.Add([]byte(seed))
 	}

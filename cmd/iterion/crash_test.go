@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/backends/claudecode"
 	"github.com/iterion-bot/iterion/backends/runchannel"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/store"
@@ -37,11 +38,22 @@ func TestMain(m *testing.M) {
 		// CLI's own environment.
 		os.Exit(runchannel.Exec(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && (os.Args[1] == "mcp-ask-user" || os.Args[1] == claudecode.HookCommand) {
+		// Claude Code's MCP server and hook in its sandbox, which run this
+		// binary as the iterion binary with Claude Code's environment.
+		app := &App{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+		code := app.Run(context.Background())
+		app.Close()
+		os.Exit(code)
+	}
 	if os.Getenv("ITERION_TEST_MAIN") == "1" {
 		app := &App{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, WritePace: time.Millisecond,
 			Backends: func(func(string) string) (map[string]engine.Backend, error) {
 				return map[string]engine.Backend{"claw": twoQuestions{}}, nil
 			}}
+		if os.Getenv("ITERION_TEST_BACKENDS") == "build" {
+			app.Backends = nil // the build's, from the environment
+		}
 		code := app.Run(context.Background())
 		app.Close()
 		os.Exit(code)

@@ -36,6 +36,9 @@ type githubConfig struct {
 	// revoked is told of a revoked authorization of the App (the account
 	// links go); serve sets it.
 	revoked func(ctx context.Context, githubID int64) error
+	// pageURL is the admin page's public address, which the App's posts
+	// link; serve sets it.
+	pageURL string
 }
 
 // githubSettings completes the App's settings from the config file (f,
@@ -84,13 +87,14 @@ func (a *App) githubSettings(f githubFile, file string) (cfg githubConfig, ok bo
 // newGitHubService wires the GitHub App's part of serve over the store of
 // o: made before the engine, whose events wake its relay; served by Run
 // once the engine exists.
-func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, log *slog.Logger) (*ghbot.Service, error) {
+func (a *App) newGitHubService(ctx context.Context, cfg githubConfig, o *owner, bodies *delivery.Bodies, sched ghbot.Schedulers, log *slog.Logger) (*ghbot.Service, error) {
 	return ghbot.NewService(ctx, o.db, ghbot.ServiceOptions{
+		Schedules: sched, PublicURL: cmp.Or(cfg.pageURL, a.getenv("ITERION_PUBLIC_URL")),
 		AppID: cfg.appID, PrivateKey: cfg.key, WebhookSecret: cfg.secret, APIURL: cfg.apiURL, GitURL: cfg.gitURL,
 		Workers: cfg.workers, KeepWorkspaces: cfg.keepWorkspaces, WritePace: a.WritePace,
 		Workspaces:      workspacesDir(o),
 		RemoveWorkspace: func(id string) error { return removeRunWorkspace(o.dir, id) },
-		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, Slack: cfg.slack, Revoked: cfg.revoked,
+		Redactor:        cfg.redact, Log: log, Failpoint: a.failpoint(), Bodies: bodies, Slack: cfg.slack, Revoked: cfg.revoked, PageURL: cfg.pageURL,
 		DSL: a.dslOptions(),
 	})
 }

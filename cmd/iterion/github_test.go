@@ -26,6 +26,7 @@ import (
 
 	"github.com/iterion-bot/iterion/backends/fakellm"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/schedule"
 	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/internal/fakegithub"
 )
@@ -50,6 +51,8 @@ type ghHarness struct {
 	// writePace is serve's GitHub write spacing (start); 0 means a
 	// millisecond.
 	writePace time.Duration
+	// clock, when set, is the time serve's schedules fire by (start).
+	clock schedule.Clock
 }
 
 const reviewWorkflow = `vars:
@@ -128,6 +131,7 @@ func (h *ghHarness) start() (stop func()) {
 	h.t.Helper()
 	c := newCLI(h.t)
 	c.writePace = h.writePace
+	c.clock = h.clock
 	for _, kv := range h.env {
 		k, v, _ := strings.Cut(kv, "=")
 		c.setenv(k, v)
@@ -491,9 +495,15 @@ func TestServeGitHubVariants(t *testing.T) {
 		t.Errorf("malformed JSON: %d, want 400", code)
 	}
 	// None of them reached the store: GitHub was not called (but for
-	// serve's own look at the App's login at start).
-	if calls := h.fake.Calls(); len(calls) != 1 || calls[0].Path != "/app" {
-		t.Errorf("refused webhooks called GitHub: %+v", calls)
+	// serve's own reading at start: the App's login, and its
+	// repositories' schedules).
+	for _, c := range h.fake.Calls() {
+		switch {
+		case c.Method == "GET" && (c.Path == "/app" || c.Path == "/app/installations" || c.Path == "/installation/repositories" || c.Path == "/repos/acme/app/contents/.iterion.yml"),
+			c.Method == "POST" && c.Path == "/app/installations/42/access_tokens":
+		default:
+			t.Errorf("refused webhooks called GitHub: %+v", c)
+		}
 	}
 
 	// A duplicate delivery: one run, one reply.

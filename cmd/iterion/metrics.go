@@ -22,6 +22,7 @@ type storeCollector struct {
 	log                      *slog.Logger
 	runs, deliveries, outbox *prometheus.Desc
 	postponed, held, oldest  *prometheus.Desc
+	outboxOldest             *prometheus.Desc
 }
 
 func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
@@ -34,6 +35,8 @@ func newStoreCollector(db *store.DB, log *slog.Logger) *storeCollector {
 		held:       prometheus.NewDesc("iterion_deliveries_held", "Deliveries held for an installation GitHub mints no token for, until it is back.", nil, nil),
 		oldest:     prometheus.NewDesc("iterion_deliveries_oldest_age_seconds", "Age of the oldest delivery not yet handled; 0 when none.", nil, nil),
 		outbox:     prometheus.NewDesc("iterion_outbox_rows", "Side effects (PR comments) not yet performed.", nil, nil),
+		outboxOldest: prometheus.NewDesc("iterion_outbox_oldest_age_seconds",
+			"Age of the oldest side effect not yet performed (a comment GitHub keeps refusing, a channel rate-limited); 0 when none.", nil, nil),
 	}
 }
 
@@ -44,6 +47,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.held
 	ch <- c.oldest
 	ch <- c.outbox
+	ch <- c.outboxOldest
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -76,7 +80,39 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rows, err := c.db.DueOutbox(ctx, time.Now().Add(100*365*24*time.Hour), 0); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.outbox, prometheus.GaugeValue, float64(len(rows)))
+		age := 0.0
+		for _, r := range rows {
+			if !r.CreatedAt.IsZero() {
+				age = max(age, time.Since(r.CreatedAt).Seconds())
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.outboxOldest, prometheus.GaugeValue, age)
+	} else {
+		c.log.Error("metrics: listing the outbox failed", "err", err)
 	}
+}
+
+// sandboxCollector reports whether the server's sandbox driver can run
+// processes: runs are refused while it cannot.
+type sandboxCollector struct {
+	driver    string
+	available func() error
+	desc      *prometheus.Desc
+}
+
+func newSandboxCollector(driver string, available func() error) *sandboxCollector {
+	return &sandboxCollector{driver: driver, available: available, desc: prometheus.NewDesc("iterion_sandbox_available",
+		"1 when the server's sandbox driver can run processes, 0 when runs are refused (SANDBOX_UNAVAILABLE; the log says the fix).", []string{"driver"}, nil)}
+}
+
+func (c *sandboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sandboxCollector) Collect(ch chan<- prometheus.Metric) {
+	v := 1.0
+	if c.available() != nil {
+		v = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, c.driver)
 }
 
 // metricsHandler serves /metrics: the store's figures and the Go runtime's.

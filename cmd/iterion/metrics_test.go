@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iterion-bot/iterion/engine"
 	"github.com/iterion-bot/iterion/store"
 )
 
@@ -49,5 +51,50 @@ func TestMetricsCountPostponedDeliveries(t *testing.T) {
 	}
 	if age < 3600 {
 		t.Errorf("oldest age %v s, want at least an hour", age)
+	}
+}
+
+// /metrics says how old the oldest side effect waiting in the outbox is,
+// and whether the sandbox can run processes.
+func TestMetricsOutboxAgeAndSandbox(t *testing.T) {
+	t.Parallel()
+	written := time.Now().Add(-2 * time.Hour)
+	db, err := store.Open(t.TempDir(), store.Options{SmallMemory: true, Clock: func() time.Time { return written }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	if err := db.CreateRun(ctx, &engine.Run{ID: "r", Channels: []string{"github"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Commit(ctx, engine.Change{RunID: "r", Outbox: []engine.OutboxRow{{Kind: engine.OutboxRunFinished}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		available error
+		want      string
+	}{
+		{nil, `iterion_sandbox_available{driver="bwrap"} 1`},
+		{errors.New("bubblewrap is not installed"), `iterion_sandbox_available{driver="bwrap"} 0`},
+	} {
+		rec := httptest.NewRecorder()
+		h := metricsHandler(db, slog.New(slog.DiscardHandler), newSandboxCollector("bwrap", func() error { return tc.available }))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body := rec.Body.String()
+		if !strings.Contains(body, "\n"+tc.want+"\n") {
+			t.Errorf("/metrics lacks %s", tc.want)
+		}
+		var age float64
+		for line := range strings.Lines(body) {
+			if v, ok := strings.CutPrefix(line, "iterion_outbox_oldest_age_seconds "); ok {
+				if _, err := fmt.Sscan(v, &age); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if age < 2*3600 {
+			t.Errorf("oldest outbox row %v s old, want at least two hours", age)
+		}
 	}
 }

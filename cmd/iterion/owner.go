@@ -57,6 +57,11 @@ type owner struct {
 	api    *api.Server
 	// apiHandler is the API, also mounted by serve on TCP behind a token.
 	apiHandler http.Handler
+	// schedules, set before start (serve), serves /api/schedules.
+	schedules api.Schedules
+	// place, when set before start, says where a run belongs for the API's
+	// repo filters (serve: a GitHub run's repository).
+	place func(*engine.Run) api.Place
 
 	closing  sync.Once
 	closeErr error
@@ -66,7 +71,7 @@ type owner struct {
 // engine over it with opts and serves its API; the App's Close releases
 // them. A second owner gets an error naming the first.
 func (a *App) becomeOwner(dir, command string, opts engine.Options, notices io.Writer) (*owner, error) {
-	o, err := a.openOwner(dir, command, notices)
+	o, err := a.openOwner(dir, command, notices, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +101,12 @@ func openStore(dir string, opts store.Options) (*store.DB, error) {
 
 // openOwner takes the store directory for this process, until the App's
 // Close: the store is open, nothing runs and no API is served until start.
-func (a *App) openOwner(dir, command string, notices io.Writer) (*owner, error) {
+// The store's notices (a migration, its backup) go to log; nil drops them.
+func (a *App) openOwner(dir, command string, notices io.Writer, log *slog.Logger) (*owner, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating store directory %s: %w", dir, err)
 	}
-	db, err := openStore(dir, store.Options{})
+	db, err := openStore(dir, store.Options{Logger: log})
 	if errors.Is(err, store.ErrLocked) {
 		if info, ok := readOwner(dir); ok {
 			return nil, fmt.Errorf("store %s is in use by another iterion process (pid %d, %q, since %s); wait for it, or use another --store-dir", dir, info.PID, info.Command, info.Since.Format(time.RFC3339))
@@ -126,7 +132,7 @@ func (a *App) openOwner(dir, command string, notices io.Writer) (*owner, error) 
 func (o *owner) start(opts engine.Options, launch func(context.Context, api.LaunchRequest) (*engine.Run, error)) error {
 	opts.Store = o.db
 	o.engine = engine.New(opts)
-	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor})
+	o.api = api.NewServer(o.engine, o.db, api.Options{Logger: opts.Logger, Launch: launch, Redactor: opts.Redactor, Schedules: o.schedules, Backup: o.db.Backup, Place: o.place})
 	o.apiHandler = o.api.Handler()
 	// We hold the store, so a socket and token already there are a dead
 	// owner's: ServeLocal replaces them.

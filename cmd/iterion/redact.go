@@ -13,11 +13,13 @@ import (
 // secrets: the model keys the backends read (claw's, and the Anthropic
 // token CLI agents take), the API token, the GitHub App's webhook secret
 // and its private key (PEM text; a path there names the file whose
-// contents are the secret), and Slack's tokens and signing secret.
+// contents are the secret), the admin page's admin token, the App's
+// OAuth client secret, and Slack's tokens and signing secret.
 var secretEnvs = []string{
 	"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
 	"ITERION_API_TOKEN", "ITERION_GITHUB_WEBHOOK_SECRET", "ITERION_GITHUB_PRIVATE_KEY",
-	"ITERION_SLACK_BOT_TOKEN", "ITERION_SLACK_SIGNING_SECRET", "ITERION_SLACK_APP_TOKEN", "ITERION_GITHUB_CLIENT_SECRET",
+	"ITERION_ADMIN_TOKEN", "ITERION_GITHUB_CLIENT_SECRET",
+	"ITERION_SLACK_BOT_TOKEN", "ITERION_SLACK_SIGNING_SECRET", "ITERION_SLACK_APP_TOKEN",
 }
 
 // envRedactor returns the Redactor of the secrets in this process's

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iterion-bot/iterion/backends/claudecode"
 	"github.com/iterion-bot/iterion/backends/claw"
 	"github.com/iterion-bot/iterion/backends/pi"
 	"github.com/iterion-bot/iterion/dsl"
@@ -39,16 +41,19 @@ func (a *App) backends() (map[string]engine.Backend, error) {
 // App's environment:
 //   - claw: models named anthropic/… or openai/…, keys and base URLs from
 //     ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL,
-//     and the providers of the ITERION_PROVIDERS file;
+//     and the providers of the ITERION_PROVIDERS file; each MCP server of
+//     a node connects within ITERION_MCP_CONNECT_TIMEOUT_MS (default 10 s);
 //   - pi: the pi CLI (ITERION_PI_COMMAND, else pi on PATH) in the node's
 //     sandbox, over its RPC mode, or its print mode with
 //     ITERION_PI_MODE=print; its providers are the operator's pi
 //     configuration (PI_CODING_AGENT_DIR, default ~/.pi/agent) and the
-//     providers' key variables.
+//     providers' key variables;
+//   - claude_code: the Claude Code CLI (ITERION_CLAUDE_COMMAND, else claude
+//     on PATH) in the node's sandbox, reaching Anthropic through the run's
+//     model proxy with ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) and
+//     ANTHROPIC_BASE_URL.
 //
-// claude_code is not built yet: a workflow with its nodes is refused
-// before it starts, "backend … is not available in this build". Its
-// warnings go to stderr.
+// The backends' warnings go to stderr.
 func (a *App) buildBackends() (map[string]engine.Backend, error) {
 	providers, err := a.loadProviders()
 	if err != nil {
@@ -59,9 +64,18 @@ func (a *App) buildBackends() (map[string]engine.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	var mcpTimeout time.Duration
+	if v := a.getenv("ITERION_MCP_CONNECT_TIMEOUT_MS"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("ITERION_MCP_CONNECT_TIMEOUT_MS=%q: want a positive number of milliseconds", v)
+		}
+		mcpTimeout = time.Duration(ms) * time.Millisecond
+	}
 	return map[string]engine.Backend{
-		"claw": claw.New(claw.Options{Env: a.getenv, Providers: providers}),
-		"pi":   p,
+		"claw":        claw.New(claw.Options{Env: a.getenv, Providers: providers, MCPConnectTimeout: mcpTimeout}),
+		"pi":          p,
+		"claude_code": claudecode.New(claudecode.Options{Env: a.getenv, Logger: log.With("backend", "claude_code")}),
 	}, nil
 }
 

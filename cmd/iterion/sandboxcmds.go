@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iterion-bot/iterion/backends/askmcp"
+	"github.com/iterion-bot/iterion/backends/claudecode"
 	"github.com/iterion-bot/iterion/backends/runchannel"
 )
 
@@ -50,6 +51,26 @@ each call over the node's run channel, which the environment names
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return askmcp.Main(cmd.Context(), a.getenv, cmd.InOrStdin(), a.stdout(), buildVersion())
+		},
+	}
+}
+
+func (a *App) newClaudeHookCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   claudecode.HookCommand,
+		Short: "Decide a Claude Code tool call by the workflow's permission policy (a PreToolUse hook)",
+		Long: `claude-hook is the PreToolUse hook Claude Code runs inside a node's sandbox
+before every tool call: it reads the call on stdin, asks the node's run channel
+(ITERION_CHANNEL, ITERION_CHANNEL_TOKEN, ITERION_RUN_ID, ITERION_NODE_ID) for the
+workflow's permission: decision and prints it. Any failure exits 2, which blocks
+the call; see docs/claude_code.md.`,
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if code := claudecode.HookMain(cmd.Context(), a.getenv, cmd.InOrStdin(), a.stdout(), a.stderr()); code != 0 {
+				return exitCodeError(code)
+			}
+			return nil
 		},
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/iterion-bot/iterion/bot/api"
 	"github.com/iterion-bot/iterion/bot/delivery"
 	ghbot "github.com/iterion-bot/iterion/bot/github"
+	"github.com/iterion-bot/iterion/bot/page"
+	"github.com/iterion-bot/iterion/bot/schedule"
 	slackbot "github.com/iterion-bot/iterion/bot/slack"
 	"github.com/iterion-bot/iterion/dsl"
 	"github.com/iterion-bot/iterion/engine"
@@ -45,6 +47,14 @@ func (a *App) newServeCmd() *cobra.Command {
   POST /webhooks/slack/events           Slack's events, interactions and /iterion commands, when
        /webhooks/slack/interactive      $ITERION_SLACK_BOT_TOKEN is set and slack.transport is
        /webhooks/slack/commands         http (socket opens Socket Mode instead; docs/slack.md)
+  /                                     the admin page (docs/page.md): the questions waiting
+                                        for an answer across runs, and the runs; sign in with
+                                        the admin token ($ITERION_ADMIN_TOKEN, else the file
+                                        serve writes in the store and names at start) or with
+                                        GitHub ($ITERION_GITHUB_CLIENT_ID and
+                                        $ITERION_GITHUB_CLIENT_SECRET; page.allowed_orgs and
+                                        page.allowed_teams say who may); its address as people
+                                        reach it is $ITERION_PUBLIC_URL or page.public_url
 
 on the listen address. The same API is served to other iterion commands of the same user on a
 unix socket in a private directory ($ITERION_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iterion, else
@@ -71,8 +81,9 @@ shutdown_grace, github.workers (default %d), github.keep_workspaces (%s), the sl
 webhook bodies being read before their signature is checked: webhooks.memory_mb (%d MiB held
 at most), webhooks.bodies (%d at once) and webhooks.body_timeout (%s each). Secrets come only
 from the environment: $ITERION_GITHUB_WEBHOOK_SECRET, $ITERION_GITHUB_PRIVATE_KEY's PEM text,
-$ITERION_API_TOKEN and Slack's $ITERION_SLACK_BOT_TOKEN, $ITERION_SLACK_SIGNING_SECRET and
-$ITERION_SLACK_APP_TOKEN; a file holding one is refused. The values of those, of the model keys and
+$ITERION_API_TOKEN, $ITERION_ADMIN_TOKEN, $ITERION_GITHUB_CLIENT_SECRET and Slack's
+$ITERION_SLACK_BOT_TOKEN, $ITERION_SLACK_SIGNING_SECRET and $ITERION_SLACK_APP_TOKEN; a file holding
+one is refused. The values of those, of the model keys and
 of the variables the file names under secrets: are scrubbed, as [redacted], from everything that
 leaves a run: comments, check runs, events, API answers and the log. Relative paths in the file
 are relative to its directory. A file with mistakes is reported, each at its line with what to
@@ -86,13 +97,32 @@ write instead, and nothing starts.`,
 			if err != nil {
 				return err
 			}
+			if f.check {
+				return a.checkServeSettings(cmd.OutOrStdout(), cfg)
+			}
 			return a.serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&f.config, "config", "", "YAML config file (default $ITERION_CONFIG; none: the defaults)")
 	cmd.Flags().StringVar(&f.addr, "addr", "", "listen address (default $ITERION_ADDR, the file's addr, or "+defaultAddr+")")
 	cmd.Flags().StringVar(&f.store, "store-dir", "", "store directory (default $ITERION_STORE, the file's store, or "+defaultStoreDir+")")
+	cmd.Flags().BoolVar(&f.check, "check", false, "check the settings (the config file, the App's variables) and exit, starting nothing")
 	return cmd
+}
+
+// checkServeSettings is serve --check: the settings as serve would take
+// them, reported, and nothing started (no store opened, nothing
+// listening), for a deployment to check a config before it restarts.
+func (a *App) checkServeSettings(out io.Writer, cfg serveConfig) error {
+	if _, _, err := a.githubSettings(cfg.GitHub, cfg.file); err != nil {
+		return err
+	}
+	what := "the defaults and the environment"
+	if cfg.file != "" {
+		what = cfg.file
+	}
+	fmt.Fprintf(out, "%s: ok (listen on %s, store %s)\n", what, cfg.Addr, a.path(cfg.Store))
+	return nil
 }
 
 // serve runs the server with cfg, from serveSettings, until ctx ends.
@@ -103,11 +133,22 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	redact := a.serveRedactor(cfg, log)
 	a.workflowAllow, a.workflowSecrets = cfg.WorkflowEnv, cfg.Secrets
 	log = slog.New(engine.RedactingHandler(log.Handler(), redact))
+	// The admin page's token and session key, from the environment or the
+	// store directory; a token serve made is a secret like the others.
+	secrets, err := a.pageSecrets(dir)
+	if err != nil {
+		return err
+	}
+	redact.Add(secrets.token)
+	public, err := a.publicURL(cfg)
+	if err != nil {
+		return err
+	}
 	ghCfg, withGitHub, err := a.githubSettings(cfg.GitHub, cfg.file)
 	if err != nil {
 		return err
 	}
-	slCfg, withSlack, err := a.slackSettings(cfg.Slack, cfg.file)
+	slCfg, withSlack, err := a.slackSettings(cfg.Slack, cfg.file, public, a.githubClientID(cfg))
 	if err != nil {
 		return err
 	}
@@ -140,8 +181,9 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		}
 		return sl.Revoked(ctx, githubID)
 	}
+	ghCfg.pageURL = public
 
-	o, err := a.openOwner(dir, "iterion serve", io.Discard)
+	o, err := a.openOwner(dir, "iterion serve", io.Discard, log)
 	if err != nil {
 		return err
 	}
@@ -160,17 +202,32 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		log.Warn(fmt.Sprintf("webhooks.memory_mb is below %d: GitHub's largest payloads (25 MiB) will be refused with 503", minWebhookMemoryMB),
 			"memory_mb", cfg.Webhooks.MemoryMB)
 	}
+	// The schedules of the config file, and of the repositories once the
+	// App reads them; their fires are recorded in the store.
+	launchers := map[string]schedule.Launcher{}
+	sched, err := a.newScheduler(ctx, o, cfg.Schedules, launchers, withSlack, log)
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	if a.ScheduleClock != nil {
+		now = a.ScheduleClock.Now
+	}
+	o.schedules = scheduleAPI{s: sched, db: o.db, now: now}
 	var gh *ghbot.Service
 	if withGitHub {
-		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, log); err != nil {
+		if gh, err = a.newGitHubService(ctx, ghCfg, o, bodies, sched, log); err != nil {
 			return err
 		}
+		launchers["github"] = gh.ScheduleLauncher()
 	}
 	if withSlack {
 		if sl, err = a.newSlackService(ctx, slCfg, o, gh, bodies, log); err != nil {
 			return err
 		}
 	}
+	// The page is made once the engine is, before any run goes on.
+	var pg *page.Server
 	opts.OnEvent = func(ev engine.Event) {
 		if gh != nil {
 			gh.OnEvent(ev)
@@ -178,8 +235,15 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		if sl != nil {
 			sl.OnEvent(ev)
 		}
-		if ev.Type == engine.EventRunFinished || ev.Type == engine.EventRunFailed {
+		if pg != nil {
+			pg.OnEvent(ev)
+		}
+		switch ev.Type {
+		case engine.EventRunFinished, engine.EventRunFailed:
 			removeEndedWorkspace(o, ev.RunID, log)
+			sched.Wake() // a tick may wait for this run
+		case engine.EventRunCancelled, engine.EventRunPaused:
+			sched.Wake()
 		}
 	}
 	// Runs launched over the API are shown in the server's Slack channel,
@@ -192,7 +256,11 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 		c, _ := api.CallerFrom(ctx)
 		return a.launchRun(ctx, o, req, c.Name, apiChannels)
 	}
+	o.place = runPlace
 	if err := o.start(opts, launch); err != nil {
+		return err
+	}
+	if pg, err = a.newPage(cfg, ghCfg, gh, o, secrets, public, log); err != nil {
 		return err
 	}
 	// Runs go on in the engine's run group; at the end the server gives
@@ -211,8 +279,9 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	background.Go(func() { sweep(bg, o, ghCfg.keepWorkspaces, cfg.Retention, log) })
 
 	mux := http.NewServeMux()
+	pageHandler := pg.Handler()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	channelMetrics := []prometheus.Collector{bodies}
+	channelMetrics := []prometheus.Collector{bodies, newSandboxCollector(sb.Default().Name(), sb.Default().Available)}
 	if gh != nil {
 		channelMetrics = append(channelMetrics, gh.Collector())
 	}
@@ -237,7 +306,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	}
 	if sl != nil {
 		serveSlack(mux, sl)
-		serveSignIn(mux, sl)
+		serveSignIn(mux, sl, pageHandler)
 		background.Go(func() { sl.Run(bg, o.engine) })
 		select { // as GitHub's: see Service.Started
 		case <-sl.Started():
@@ -253,6 +322,8 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	} else {
 		log.Info("Slack off: set ITERION_SLACK_BOT_TOKEN, and ITERION_SLACK_SIGNING_SECRET (HTTP) or ITERION_SLACK_APP_TOKEN (Socket Mode), to serve it")
 	}
+	// Fires start once the channels they launch through run.
+	background.Go(func() { sched.Run(bg) })
 	if token := a.getenv("ITERION_API_TOKEN"); token != "" {
 		// Answers and launches through this token are recorded as its name.
 		name := cmp.Or(strings.TrimSpace(a.getenv("ITERION_API_TOKEN_NAME")), defaultAPITokenName)
@@ -261,6 +332,8 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	} else {
 		log.Info("the REST API is served on the unix socket only; set ITERION_API_TOKEN to serve it on " + addr)
 	}
+	// The admin page: everything the routes above do not serve.
+	mux.Handle("/", pageHandler)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
@@ -273,6 +346,9 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: api.MaxWait + 30*time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "iterion serve listening on http://%s (store %s)\n", ln.Addr(), cfg.Store)
+	if secrets.tokenFile != "" {
+		fmt.Fprintf(stdout, "admin page: sign in with the admin token in %s\n", secrets.tokenFile)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -283,6 +359,7 @@ func (a *App) serve(ctx context.Context, stdout, stderr io.Writer, cfg serveConf
 	log.Info("stopping: no new requests; waiting for the runs in flight")
 	// Waiting clients are told now: Shutdown would wait for them.
 	o.api.Close()
+	pg.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

@@ -91,7 +91,7 @@ func TestServe(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`iterion_runs{status="finished"} 1`, `iterion_runs{status="running"} 0`, "iterion_deliveries_pending 0", "iterion_deliveries_postponed 0", "iterion_deliveries_oldest_age_seconds 0", "iterion_outbox_rows 0", "go_goroutines"} {
+	for _, want := range []string{`iterion_runs{status="finished"} 1`, `iterion_runs{status="running"} 0`, "iterion_deliveries_pending 0", "iterion_deliveries_postponed 0", "iterion_deliveries_oldest_age_seconds 0", "iterion_outbox_rows 0", "iterion_outbox_oldest_age_seconds 0", `iterion_sandbox_available{driver="bwrap"} 1`, "go_goroutines"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -54,7 +54,9 @@ type slackConfig struct {
 // slackSettings completes Slack's settings from the file with the
 // environment, which alone holds the tokens. ok is false when Slack is
 // off (no bot token). What is missing for the transport chosen is named.
-func (a *App) slackSettings(f slackFile, file string) (cfg slackConfig, ok bool, err error) {
+// public and clientID are the server's public address and the App's OAuth
+// client id, with which Slack users link their accounts by signing in.
+func (a *App) slackSettings(f slackFile, file, public, clientID string) (cfg slackConfig, ok bool, err error) {
 	cfg.file, cfg.fileNamed = f, file
 	cfg.botToken = strings.TrimSpace(a.getenv("ITERION_SLACK_BOT_TOKEN"))
 	if cfg.botToken == "" {
@@ -78,17 +80,14 @@ func (a *App) slackSettings(f slackFile, file string) (cfg slackConfig, ok bool,
 		}
 		cfg.apiURL = strings.TrimRight(cfg.apiURL, "/") + "/"
 	}
-	id, secret, public := a.getenv("ITERION_GITHUB_CLIENT_ID"), a.getenv("ITERION_GITHUB_CLIENT_SECRET"), a.getenv("ITERION_PUBLIC_URL")
+	id, secret := clientID, a.getenv("ITERION_GITHUB_CLIENT_SECRET")
 	switch {
 	case id == "" && secret == "":
 	case id == "" || secret == "":
-		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs both ITERION_GITHUB_CLIENT_ID and ITERION_GITHUB_CLIENT_SECRET (the GitHub App's settings page); set both, or neither to map people with slack.users")
+		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs both ITERION_GITHUB_CLIENT_ID (or github.client_id) and ITERION_GITHUB_CLIENT_SECRET (the GitHub App's settings page); set both, or neither to map people with slack.users")
 	case public == "":
-		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs ITERION_PUBLIC_URL, the server's address as browsers reach it: GitHub sends people back to its /auth/github/callback (the App's Callback URL)")
+		return cfg, false, errors.New("linking Slack accounts by signing in to GitHub needs ITERION_PUBLIC_URL (or page.public_url), the server's address as browsers reach it: GitHub sends people back to its /auth/github/callback (the App's Callback URL)")
 	default:
-		if msg := checkURL("ITERION_PUBLIC_URL", public, "https://iterion.example.com"); msg != "" {
-			return cfg, false, errors.New(msg)
-		}
 		cfg.signIn = &slackbot.SignIn{ClientID: id, ClientSecret: secret, PublicURL: public}
 	}
 	return cfg, true, nil
@@ -168,11 +167,21 @@ func serveSlack(mux *http.ServeMux, s *slackbot.Service) {
 }
 
 // serveSignIn mounts the GitHub sign-in's callback, when people link
-// their accounts themselves.
-func serveSignIn(mux *http.ServeMux, s *slackbot.Service) {
-	if cb := s.Callback(); cb != nil {
-		mux.Handle("GET "+slackbot.CallbackPath, cb)
+// their accounts themselves. The callback is shared with the admin page's
+// sign-in (fallback): a state of Slack's links goes to Slack, any other
+// to the page.
+func serveSignIn(mux *http.ServeMux, s *slackbot.Service, fallback http.Handler) {
+	cb := s.Callback()
+	if cb == nil {
+		return
 	}
+	mux.HandleFunc("GET "+slackbot.CallbackPath, func(w http.ResponseWriter, r *http.Request) {
+		if s.OwnsState(r.URL.Query().Get("state")) {
+			cb.ServeHTTP(w, r)
+			return
+		}
+		fallback.ServeHTTP(w, r)
+	})
 }
 
 // slackUserID and slackChannel are the shapes of the ids and names the

@@ -1,9 +1,13 @@
 // Package fakegithub is a fake of the GitHub REST API for tests, served
-// by httptest on the real paths the bot uses: installation tokens,
-// contents, collaborator permissions, pull requests, issue comments and
-// their reactions, check runs, the web application flow of user sign-in
-// (the code exchanged for a user token, GET /user), and repositories over
-// git's smart HTTP (the real git http-backend). It keeps state like GitHub does, records
+// by httptest on the real paths the bot uses: the App's installations and
+// their repositories, installation tokens, contents, branches,
+// collaborator permissions, issues, pull requests (read, listed,
+// created), issue comments and their reactions, check runs,
+// repositories over git's smart HTTP (the real git http-backend, fetches
+// and pushes), and the App's user OAuth web flow with the calls a user
+// token makes (who they are, their memberships). It keeps state like
+// GitHub does, answers GitHub's documented errors (a missing permission,
+// a validation failure), records
 // every call, and fails the test on any call it does not serve.
 package fakegithub
 
@@ -15,9 +19,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +46,18 @@ const BotLogin = "iterion[bot]"
 // check runs the bot creates.
 const AppID = 123
 
+// InstallationID is the one installation of the App the fake serves,
+// holding its one repository.
+const InstallationID = 42
+
+// Issue is an issue that is not a pull request.
+type Issue struct {
+	Title, Body string
+	State       string // "open" (default) or "closed"
+	// User opened it; the App's issues are BotLogin's.
+	User string
+}
+
 // PR is a pull request.
 type PR struct {
 	State                string // "open" (default) or "closed"
@@ -50,6 +68,22 @@ type PR struct {
 	// fork was deleted.
 	HeadRepoDeleted bool
 }
+
+// OAuth is the fake's side of the App's user OAuth web flow.
+type OAuth struct {
+	// ClientID and ClientSecret are the App's credentials the flow
+	// requires.
+	ClientID, ClientSecret string
+	// SignIn is who authorizes the App on GitHub's authorize page, as if
+	// they had signed in there; "" makes the page answer 403.
+	SignIn string
+	// Orgs and Teams ("org/slug") list their active members by login.
+	Orgs, Teams map[string][]string
+}
+
+// UserTokenPrefix starts the user access tokens the fake hands out, as
+// GitHub's do (ghu_).
+const UserTokenPrefix = "ghu_fake"
 
 // Installation is what the token endpoint answers for the installation,
 // as GitHub does.
@@ -112,6 +146,13 @@ type Server struct {
 	Perms map[string]string
 	// PRs are the pull requests by number.
 	PRs map[int]*PR
+	// Issues are the issues that are not pull requests, by number (PRs
+	// and issues share the numbers, as on GitHub).
+	Issues map[int]*Issue
+	// OAuth is the App's user OAuth web flow, served on GitHub's paths
+	// under the web address GitURL (/login/oauth/authorize and
+	// /login/oauth/access_token) and the API's (/user, the memberships).
+	OAuth OAuth
 	// Clock gives the time of the comments the fake writes (the bot's,
 	// and people's added "now"), which the bot reads back when it lists
 	// comments since a time. A test that pins the bot's clock to a date
@@ -130,91 +171,25 @@ type Server struct {
 	calls        []Call
 	changed      chan struct{}
 	gitRoot      string
-	// signIns are the sign-ins under way, by code, and userTokens the
-	// user tokens handed out for them.
-	signIns    map[string]signIn
-	userTokens map[string]signIn
+	// perms are the installation's permissions (contents, pull_requests,
+	// issues): write unless SetPermission says otherwise.
+	perms      map[string]string
+	codes      map[string]oauthCode // sign-in codes handed out, until exchanged
+	userTokens map[string]oauthCode // user access token → who
 }
 
-// signIn is a person who authorized the App: their login and id, and the
-// redirect the code was given for.
-type signIn struct {
-	login    string
-	id       int64
-	redirect string
-}
-
-// The App's OAuth client id and secret the fake requires.
-const (
-	OAuthClientID     = "Iv1.fakeclientid"
-	OAuthClientSecret = "fake-client-secret-0123456789"
-)
-
-// SignIn is a person (login, id) authorizing the App on GitHub's sign-in
-// page for redirect: it returns the code GitHub sends the browser back
-// with, which the App exchanges once.
-func (s *Server) SignIn(login string, id int64, redirect string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nextID++
-	code := fmt.Sprintf("code%08x", s.nextID*2654435761)
-	if s.signIns == nil {
-		s.signIns, s.userTokens = map[string]signIn{}, map[string]signIn{}
-	}
-	s.signIns[code] = signIn{login: login, id: id, redirect: redirect}
-	return code
-}
-
-// oauth serves GitHub's web application flow: the code exchanged for a
-// user token (GitHub answers its refusals 200 with an error), and who a
-// user token is. It reports whether it served the request.
-func (s *Server) oauth(w http.ResponseWriter, r *http.Request) bool {
-	switch {
-	case r.URL.Path == "/login/oauth/access_token" && r.Method == http.MethodPost:
-		if err := r.ParseForm(); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
-			return true
-		}
-		if r.PostForm.Get("client_id") != OAuthClientID || r.PostForm.Get("client_secret") != OAuthClientSecret {
-			writeJSON(w, http.StatusOK, map[string]any{"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})
-			return true
-		}
-		s.mu.Lock()
-		in, ok := s.signIns[r.PostForm.Get("code")]
-		delete(s.signIns, r.PostForm.Get("code"))
-		var tok string
-		if ok && in.redirect == r.PostForm.Get("redirect_uri") {
-			s.nextID++
-			tok = fmt.Sprintf("ghu_FakeUserToken%020d", s.nextID)
-			s.userTokens[tok] = in
-		}
-		s.mu.Unlock()
-		if tok == "" {
-			writeJSON(w, http.StatusOK, map[string]any{"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})
-			return true
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "bearer", "scope": ""})
-		return true
-	case r.URL.Path == "/user" && r.Method == http.MethodGet:
-		s.mu.Lock()
-		in, ok := s.userTokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-		s.mu.Unlock()
-		if !ok {
-			writeError(w, http.StatusUnauthorized, "Bad credentials", "rest")
-			return true
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": in.id, "login": in.login, "type": "User"})
-		return true
-	}
-	return false
+// oauthCode is a code the authorize page (or SignIn) handed out.
+type oauthCode struct {
+	login, redirect string
+	id              int64
 }
 
 // New starts a fake serving owner/repo on branch main.
 func New(t testing.TB, owner, repo string) *Server {
 	s := &Server{
 		t: t, Owner: owner, Repo: repo, DefaultBranch: "main",
-		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{},
-		nextID: 1000, changed: make(chan struct{}), remaining: rateLimit,
+		Files: map[string]string{}, Perms: map[string]string{}, PRs: map[int]*PR{}, Issues: map[int]*Issue{},
+		nextID: 1000, changed: make(chan struct{}), remaining: rateLimit, perms: map[string]string{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -244,6 +219,9 @@ func (s *Server) Commit(files map[string]string) string {
 		s.run(root, "init", "-q", "-b", s.DefaultBranch, work)
 		s.run(root, "init", "-q", "--bare", bare)
 		s.run(bare, "config", "uploadpack.allowAnySHA1InWant", "true")
+		// git http-backend takes pushes from authenticated users only; the
+		// fake checks the token itself.
+		s.run(bare, "config", "http.receivepack", "true")
 	}
 	for name, text := range files {
 		path := filepath.Join(work, filepath.FromSlash(name))
@@ -258,6 +236,91 @@ func (s *Server) Commit(files map[string]string) string {
 	s.run(work, "commit", "-q", "--allow-empty", "-m", "change")
 	s.run(work, "push", "-q", bare, "HEAD:refs/heads/"+s.DefaultBranch)
 	return s.run(work, "rev-parse", "HEAD")
+}
+
+// Branch returns the commit branch is at in the repository served over
+// git, "" when there is no such branch.
+func (s *Server) Branch(branch string) string {
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	if root == "" {
+		return ""
+	}
+	out, err := s.git2(filepath.Join(root, s.Owner, s.Repo+".git"), "rev-parse", "--verify", "-q", "refs/heads/"+branch)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// Git runs git in the repository served over git (a bare repository) and
+// returns its output: a test reads a pushed commit with it.
+func (s *Server) Git(args ...string) string {
+	s.t.Helper()
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	return s.run(filepath.Join(root, s.Owner, s.Repo+".git"), args...)
+}
+
+// git2 runs git in dir, returning the error instead of failing the test.
+func (s *Server) git2(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// SetPermission sets the installation's permission name (contents,
+// pull_requests, issues) to level (write, read or none); GitHub then
+// refuses what it does not allow with 403 "Resource not accessible by
+// integration", and git pushes without contents: write.
+func (s *Server) SetPermission(name, level string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perms[name] = level
+}
+
+func (s *Server) mayWrite(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	level, ok := s.perms[name]
+	return !ok || level == "write"
+}
+
+// Pulls returns the pull requests, by number.
+func (s *Server) Pulls() map[int]PR {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]PR{}
+	for n, pr := range s.PRs {
+		out[n] = *pr
+	}
+	return out
+}
+
+// IssueList returns the issues that are not pull requests, by number.
+func (s *Server) IssueList() map[int]Issue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]Issue{}
+	for n, is := range s.Issues {
+		out[n] = *is
+	}
+	return out
+}
+
+// nextNumberLocked is the number of a new issue or pull request.
+func (s *Server) nextNumberLocked() int {
+	n := 0
+	for k := range s.PRs {
+		n = max(n, k)
+	}
+	for k := range s.Issues {
+		n = max(n, k)
+	}
+	return n + 1
 }
 
 func (s *Server) run(dir string, args ...string) string {
@@ -470,8 +533,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.changedLocked()
 		s.mu.Unlock()
 	}()
+	if strings.HasPrefix(r.URL.Path, "/git/login/oauth/") {
+		s.oauth(rec, r, strings.TrimPrefix(r.URL.Path, "/git/login/oauth/"))
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/git/") {
 		s.git(rec, r)
+		return
+	}
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer "+UserTokenPrefix) || strings.HasPrefix(a, "token "+UserTokenPrefix) {
+		s.asUser(rec, r, a[strings.Index(a, " ")+1:])
 		return
 	}
 	s.mu.Lock()
@@ -481,9 +552,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	remaining := s.remaining
 	s.mu.Unlock()
 	if fail != nil && fail(rec, r) {
-		return
-	}
-	if s.oauth(rec, r) {
 		return
 	}
 	// Every REST answer carries the primary limit's state, as GitHub's do.
@@ -502,6 +570,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(rec, http.StatusOK, map[string]any{"id": AppID, "slug": strings.TrimSuffix(BotLogin, "[bot]"), "name": "iterion"})
 		return
 	}
+	if r.URL.Path == "/app/installations" && r.Method == http.MethodGet {
+		// Asked as the App (a JWT).
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || inst == KeyRejected {
+			writeError(rec, http.StatusUnauthorized, "A JSON web token could not be decoded", "rest/apps/apps#list-installations-for-the-authenticated-app")
+			return
+		}
+		list := []map[string]any{}
+		if inst != Uninstalled {
+			list = append(list, map[string]any{"id": InstallationID, "app_id": AppID, "account": map[string]any{"login": s.Owner}})
+		}
+		writeJSON(rec, http.StatusOK, s.page(rec, r, list))
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/app/installations/") && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens") {
 		switch inst {
 		case Suspended:
@@ -517,6 +598,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if a := r.Header.Get("Authorization"); (a != "token "+Token && a != "Bearer "+Token) || inst == Suspended || inst == Uninstalled {
 		writeError(rec, http.StatusUnauthorized, "Bad credentials", "rest")
+		return
+	}
+	if r.URL.Path == "/installation/repositories" && r.Method == http.MethodGet {
+		repos := []map[string]any{{"name": s.Repo, "full_name": s.Owner + "/" + s.Repo,
+			"owner": map[string]any{"login": s.Owner}, "default_branch": s.DefaultBranch}}
+		writeJSON(rec, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": s.page(rec, r, repos)})
 		return
 	}
 	prefix := "/repos/" + s.Owner + "/" + s.Repo + "/"
@@ -546,6 +633,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(rec, http.StatusOK, map[string]any{"permission": perm, "user": map[string]any{"login": parts[1]}})
 	case len(parts) == 2 && parts[0] == "pulls" && r.Method == http.MethodGet:
 		s.pull(rec, atoi(parts[1]))
+	case len(parts) == 1 && parts[0] == "pulls" && r.Method == http.MethodGet:
+		s.listPulls(rec, r)
+	case len(parts) == 1 && parts[0] == "pulls" && r.Method == http.MethodPost:
+		s.createPull(rec, r)
+	case len(parts) >= 2 && parts[0] == "branches" && r.Method == http.MethodGet:
+		s.branch(rec, strings.Join(parts[1:], "/"))
+	case len(parts) == 1 && parts[0] == "issues" && r.Method == http.MethodGet:
+		s.listIssues(rec, r)
+	case len(parts) == 1 && parts[0] == "issues" && r.Method == http.MethodPost:
+		s.createIssue(rec, r)
+	case len(parts) == 2 && parts[0] == "issues" && r.Method == http.MethodGet:
+		s.issue(rec, atoi(parts[1]))
+	case len(parts) == 2 && parts[0] == "issues" && r.Method == http.MethodPatch:
+		s.editIssue(rec, r, atoi(parts[1]))
 	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodGet:
 		s.listComments(rec, r, atoi(parts[1]))
 	case len(parts) == 3 && parts[0] == "issues" && parts[2] == "comments" && r.Method == http.MethodPost:
@@ -616,17 +717,9 @@ func (s *Server) pull(w http.ResponseWriter, n int) {
 		writeError(w, http.StatusNotFound, "Not Found", "rest")
 		return
 	}
-	full := s.Owner + "/" + s.Repo
-	var headRepo any = map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}
-	if pr.HeadRepoDeleted {
-		headRepo = nil
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
-		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
-		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": headRepo},
-		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.pullJSON(n, pr))
 }
 
 func (s *Server) commentJSON(c *Comment) map[string]any {
@@ -699,8 +792,10 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, pr int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.PRs[pr]; !ok {
-		writeError(w, http.StatusNotFound, "Not Found", "rest")
-		return
+		if _, ok := s.Issues[pr]; !ok {
+			writeError(w, http.StatusNotFound, "Not Found", "rest")
+			return
+		}
 	}
 	s.nextID++
 	c := &Comment{ID: s.nextID, PR: pr, User: BotLogin, Bot: true, Body: in.Body, CreatedAt: s.now().UTC()}
@@ -898,6 +993,12 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
+	push := strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack"
+	if push && !s.mayWrite("contents") {
+		// What GitHub answers a push without Contents: write.
+		http.Error(w, fmt.Sprintf("Permission to %s/%s.git denied to %s.", s.Owner, s.Repo, BotLogin), http.StatusForbidden)
+		return
+	}
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -908,4 +1009,374 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request) {
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
 	http.StripPrefix("/git", backend).ServeHTTP(w, r)
+}
+
+// notAccessible is GitHub's answer to a call the installation's
+// permissions do not allow.
+func notAccessible(w http.ResponseWriter, doc string) {
+	writeError(w, http.StatusForbidden, "Resource not accessible by integration", doc)
+}
+
+// validationFailed is GitHub's 422 with one error of a field.
+func validationFailed(w http.ResponseWriter, resource, field, code, message, doc string) {
+	e := map[string]any{"resource": resource, "field": field, "code": code}
+	if message != "" {
+		e["message"] = message
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []any{e},
+		"documentation_url": "https://docs.github.com/" + doc})
+}
+
+func (s *Server) branch(w http.ResponseWriter, name string) {
+	sha := s.Branch(name)
+	if sha == "" {
+		writeError(w, http.StatusNotFound, "Branch not found", "rest/branches/branches#get-a-branch")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "commit": map[string]any{"sha": sha}, "protected": false})
+}
+
+func (s *Server) issueJSON(n int, is *Issue) map[string]any {
+	typ := "User"
+	if is.User == BotLogin {
+		typ = "Bot"
+	}
+	return map[string]any{"number": n, "title": is.Title, "body": is.Body, "state": cmp.Or(is.State, "open"),
+		"user":     map[string]any{"login": is.User, "type": typ},
+		"html_url": fmt.Sprintf("%s/%s/%s/issues/%d", s.srv.URL, s.Owner, s.Repo, n)}
+}
+
+func (s *Server) prIssueJSON(n int, pr *PR) map[string]any {
+	return map[string]any{"number": n, "title": pr.Title, "body": pr.Body, "state": cmp.Or(pr.State, "open"),
+		"user":         map[string]any{"login": "someone", "type": "User"},
+		"pull_request": map[string]any{"url": fmt.Sprintf("%s/repos/%s/%s/pulls/%d", s.srv.URL, s.Owner, s.Repo, n)},
+		"html_url":     fmt.Sprintf("%s/%s/%s/pull/%d", s.srv.URL, s.Owner, s.Repo, n)}
+}
+
+// issue answers an issue by number; a pull request is an issue too, as
+// GitHub has it.
+func (s *Server) issue(w http.ResponseWriter, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if is, ok := s.Issues[n]; ok {
+		writeJSON(w, http.StatusOK, s.issueJSON(n, is))
+		return
+	}
+	if pr, ok := s.PRs[n]; ok {
+		writeJSON(w, http.StatusOK, s.prIssueJSON(n, pr))
+		return
+	}
+	writeError(w, http.StatusNotFound, "Not Found", "rest/issues/issues#get-an-issue")
+}
+
+// listIssues lists issues and pull requests as GitHub does, by number
+// descending (created, newest first), filtered by state (default open)
+// and creator.
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := cmp.Or(q.Get("state"), "open")
+	if state != "open" && state != "closed" && state != "all" {
+		validationFailed(w, "Issue", "state", "invalid", "", "rest/issues/issues#list-repository-issues")
+		return
+	}
+	creator := q.Get("creator")
+	s.mu.Lock()
+	var nums []int
+	for n := range s.Issues {
+		nums = append(nums, n)
+	}
+	for n := range s.PRs {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	var list []map[string]any
+	for _, n := range slices.Backward(nums) {
+		var item map[string]any
+		if is, ok := s.Issues[n]; ok {
+			item = s.issueJSON(n, is)
+		} else {
+			item = s.prIssueJSON(n, s.PRs[n])
+		}
+		if (state != "all" && item["state"] != state) || (creator != "" && item["user"].(map[string]any)["login"] != creator) {
+			continue
+		}
+		list = append(list, item)
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.page(w, r, list))
+}
+
+func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) {
+	const doc = "rest/issues/issues#create-an-issue"
+	var in struct{ Title, Body string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("issues") {
+		notAccessible(w, doc)
+		return
+	}
+	if strings.TrimSpace(in.Title) == "" {
+		validationFailed(w, "Issue", "title", "missing_field", "", doc)
+		return
+	}
+	if len(in.Body) > 65536 {
+		validationFailed(w, "Issue", "body", "custom", "body is too long (maximum is 65536 characters)", doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nextNumberLocked()
+	is := &Issue{Title: in.Title, Body: in.Body, User: BotLogin}
+	s.Issues[n] = is
+	s.changedLocked()
+	writeJSON(w, http.StatusCreated, s.issueJSON(n, is))
+}
+
+func (s *Server) editIssue(w http.ResponseWriter, r *http.Request, n int) {
+	const doc = "rest/issues/issues#update-an-issue"
+	var in struct {
+		Title, Body, State *string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("issues") {
+		notAccessible(w, doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, ok := s.Issues[n]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", doc)
+		return
+	}
+	if in.State != nil && *in.State != "open" && *in.State != "closed" {
+		validationFailed(w, "Issue", "state", "invalid", "", doc)
+		return
+	}
+	if in.Title != nil {
+		is.Title = *in.Title
+	}
+	if in.Body != nil {
+		is.Body = *in.Body
+	}
+	if in.State != nil {
+		is.State = *in.State
+	}
+	s.changedLocked()
+	writeJSON(w, http.StatusOK, s.issueJSON(n, is))
+}
+
+func (s *Server) pullJSON(n int, pr *PR) map[string]any {
+	full := s.Owner + "/" + s.Repo
+	var headRepo any = map[string]any{"full_name": cmp.Or(pr.HeadRepo, full)}
+	if pr.HeadRepoDeleted {
+		headRepo = nil
+	}
+	return map[string]any{
+		"number": n, "state": cmp.Or(pr.State, "open"), "title": pr.Title, "body": pr.Body,
+		"html_url": fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, full, n),
+		"head":     map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef, "repo": headRepo},
+		"base":     map[string]any{"ref": cmp.Or(pr.BaseRef, s.DefaultBranch), "repo": map[string]any{"full_name": full}},
+	}
+}
+
+// listPulls lists pull requests by state (default open), head
+// ("owner:branch") and base, newest first.
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := cmp.Or(q.Get("state"), "open")
+	head, base := q.Get("head"), q.Get("base")
+	s.mu.Lock()
+	var nums []int
+	for n := range s.PRs {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	var list []map[string]any
+	for _, n := range slices.Backward(nums) {
+		pr := s.PRs[n]
+		if (state != "all" && cmp.Or(pr.State, "open") != state) || (head != "" && s.Owner+":"+pr.HeadRef != head) ||
+			(base != "" && cmp.Or(pr.BaseRef, s.DefaultBranch) != base) {
+			continue
+		}
+		list = append(list, s.pullJSON(n, pr))
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.page(w, r, list))
+}
+
+// createPull opens a pull request of a branch of the repository onto
+// another, with GitHub's checks: both branches exist, the head has
+// commits the base lacks, and no open pull request has the same head and
+// base.
+func (s *Server) createPull(w http.ResponseWriter, r *http.Request) {
+	const doc = "rest/pulls/pulls#create-a-pull-request"
+	var in struct {
+		Title, Head, Base, Body string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON", doc)
+		return
+	}
+	if !s.mayWrite("pull_requests") {
+		notAccessible(w, doc)
+		return
+	}
+	head := strings.TrimPrefix(in.Head, s.Owner+":")
+	headSHA, baseSHA := s.Branch(head), s.Branch(in.Base)
+	switch {
+	case strings.TrimSpace(in.Title) == "":
+		validationFailed(w, "PullRequest", "title", "missing_field", "", doc)
+		return
+	case headSHA == "":
+		validationFailed(w, "PullRequest", "head", "invalid", "", doc)
+		return
+	case baseSHA == "":
+		validationFailed(w, "PullRequest", "base", "invalid", "", doc)
+		return
+	}
+	s.mu.Lock()
+	bare := filepath.Join(s.gitRoot, s.Owner, s.Repo+".git")
+	s.mu.Unlock()
+	if _, err := s.git2(bare, "merge-base", "--is-ancestor", headSHA, baseSHA); err == nil {
+		validationFailed(w, "PullRequest", "", "custom", fmt.Sprintf("No commits between %s and %s", in.Base, head), doc)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pr := range s.PRs {
+		if cmp.Or(pr.State, "open") == "open" && pr.HeadRef == head && cmp.Or(pr.BaseRef, s.DefaultBranch) == in.Base {
+			validationFailed(w, "PullRequest", "", "custom", fmt.Sprintf("A pull request already exists for %s:%s.", s.Owner, head), doc)
+			return
+		}
+	}
+	n := s.nextNumberLocked()
+	pr := &PR{HeadSHA: headSHA, HeadRef: head, BaseRef: in.Base, Title: in.Title, Body: in.Body}
+	s.PRs[n] = pr
+	s.changedLocked()
+	writeJSON(w, http.StatusCreated, s.pullJSON(n, pr))
+}
+
+// SignIn is the person login (GitHub id id) authorizing the App on
+// GitHub's authorize page for redirect, whoever OAuth.SignIn names: it
+// returns the code GitHub sends the browser back with, which the App
+// exchanges once.
+func (s *Server) SignIn(login string, id int64, redirect string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.codes == nil {
+		s.codes, s.userTokens = map[string]oauthCode{}, map[string]oauthCode{}
+	}
+	s.nextID++
+	code := fmt.Sprintf("code%d", s.nextID)
+	s.codes[code] = oauthCode{login: login, id: id, redirect: redirect}
+	return code
+}
+
+// userID is the numeric id the fake gives the account login when none was
+// named: stable, and positive like GitHub's.
+func userID(login string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(strings.ToLower(login)))
+	return int64(h.Sum32()>>1) + 1
+}
+
+// oauth serves GitHub's web side of the user OAuth flow: the authorize
+// page (which, as if OAuth.SignIn had signed in and approved, sends the
+// browser back with a code) and the exchange of the code for a token.
+func (s *Server) oauth(w http.ResponseWriter, r *http.Request, what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.codes == nil {
+		s.codes, s.userTokens = map[string]oauthCode{}, map[string]oauthCode{}
+	}
+	switch {
+	case what == "authorize" && r.Method == http.MethodGet:
+		q := r.URL.Query()
+		if q.Get("client_id") != s.OAuth.ClientID || s.OAuth.ClientID == "" {
+			http.Error(w, "The client_id is not that of an App", http.StatusNotFound)
+			return
+		}
+		if s.OAuth.SignIn == "" {
+			http.Error(w, "The user did not authorize the App", http.StatusForbidden)
+			return
+		}
+		redirect, err := url.Parse(q.Get("redirect_uri"))
+		if err != nil || redirect.Host == "" {
+			http.Error(w, "The redirect_uri is missing or not absolute", http.StatusBadRequest)
+			return
+		}
+		s.nextID++
+		code := fmt.Sprintf("code%d", s.nextID)
+		s.codes[code] = oauthCode{login: s.OAuth.SignIn, id: userID(s.OAuth.SignIn), redirect: redirect.String()}
+		back := redirect.Query()
+		back.Set("code", code)
+		back.Set("state", q.Get("state"))
+		redirect.RawQuery = back.Encode()
+		http.Redirect(w, r, redirect.String(), http.StatusFound)
+	case what == "access_token" && r.Method == http.MethodPost:
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad_request"})
+			return
+		}
+		if r.Header.Get("Accept") != "application/json" {
+			s.t.Errorf("fake GitHub: the token exchange asks for %q, not application/json", r.Header.Get("Accept"))
+		}
+		if r.PostForm.Get("client_id") != s.OAuth.ClientID || r.PostForm.Get("client_secret") != s.OAuth.ClientSecret {
+			// GitHub answers 200 with the error.
+			writeJSON(w, http.StatusOK, map[string]any{"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})
+			return
+		}
+		c, ok := s.codes[r.PostForm.Get("code")]
+		if !ok || c.redirect != r.PostForm.Get("redirect_uri") {
+			writeJSON(w, http.StatusOK, map[string]any{"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})
+			return
+		}
+		delete(s.codes, r.PostForm.Get("code"))
+		s.nextID++
+		token := fmt.Sprintf("%s%036d", UserTokenPrefix, s.nextID)
+		s.userTokens[token] = c
+		writeJSON(w, http.StatusOK, map[string]any{"access_token": token, "token_type": "bearer", "scope": "", "expires_in": 28800})
+	default:
+		s.unserved(w, r)
+	}
+}
+
+// asUser serves the API calls made with a user access token: who the user
+// is, and their memberships.
+func (s *Server) asUser(w http.ResponseWriter, r *http.Request, token string) {
+	s.mu.Lock()
+	who, ok := s.userTokens[token]
+	login := who.login
+	orgs, teams := s.OAuth.Orgs, s.OAuth.Teams
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "Bad credentials", "rest")
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	member := func(list []string) bool { return slices.Contains(list, login) }
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/user":
+		writeJSON(w, http.StatusOK, map[string]any{"login": login, "id": who.id, "type": "User"})
+	case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "user" && parts[1] == "memberships" && parts[2] == "orgs":
+		if !member(orgs[parts[3]]) {
+			writeError(w, http.StatusNotFound, "Not Found", "rest/orgs/members#get-an-organization-membership-for-the-authenticated-user")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"state": "active", "role": "member", "organization": map[string]any{"login": parts[3]}})
+	case r.Method == http.MethodGet && len(parts) == 6 && parts[0] == "orgs" && parts[2] == "teams" && parts[4] == "memberships":
+		if !slices.Contains(teams[parts[1]+"/"+parts[3]], parts[5]) {
+			writeError(w, http.StatusNotFound, "Not Found", "rest/teams/members#get-team-membership-for-a-user")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"state": "active", "role": "member"})
+	default:
+		s.unserved(w, r)
+	}
 }

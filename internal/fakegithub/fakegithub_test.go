@@ -2,9 +2,14 @@ package fakegithub
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -213,5 +218,130 @@ func TestFakeAnswersAsDocumented(t *testing.T) {
 	res, resp, err := c.Checks.ListCheckRunsForRef(ctx, "acme", "app", "abc", &gh.ListCheckRunsOptions{Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 2}})
 	if err != nil || len(res.CheckRuns) != 2 || res.GetTotal() != 3 || resp.NextPage != 2 {
 		t.Errorf("a first page of 2: %d runs of %d, next page %d, %v", len(res.CheckRuns), res.GetTotal(), resp.NextPage, err)
+	}
+}
+
+// Issues, branches, pull requests, installations and pushes behave as on
+// GitHub, with GitHub's errors.
+func TestFakeIssuesPullsAndPushes(t *testing.T) {
+	s := New(t, "acme", "app")
+	base := s.Commit(map[string]string{"a.txt": "a\n"})
+	s.PRs[7] = &PR{HeadSHA: base, HeadRef: "feature"}
+	c := client(t, s)
+	ctx := context.Background()
+
+	// Issues share their numbers with pull requests.
+	is, _, err := c.Issues.Create(ctx, "acme", "app", &gh.IssueRequest{Title: gh.String("Nightly"), Body: gh.String("b")})
+	if err != nil || is.GetNumber() != 8 || is.GetUser().GetLogin() != BotLogin {
+		t.Fatalf("Create = %+v, %v; want #8 by the App", is, err)
+	}
+	if _, resp, err := c.Issues.Create(ctx, "acme", "app", &gh.IssueRequest{Title: gh.String(" ")}); err == nil || resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("an issue without a title: %v", err)
+	}
+	got, _, err := c.Issues.Get(ctx, "acme", "app", 8)
+	if err != nil || got.GetTitle() != "Nightly" || got.IsPullRequest() {
+		t.Errorf("Get(8) = %+v, %v", got, err)
+	}
+	if pr, _, err := c.Issues.Get(ctx, "acme", "app", 7); err != nil || !pr.IsPullRequest() {
+		t.Errorf("Get(7), a pull request = %+v, %v", pr, err)
+	}
+	if _, resp, _ := c.Issues.Get(ctx, "acme", "app", 99); resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown issue was served")
+	}
+	if _, _, err := c.Issues.Edit(ctx, "acme", "app", 8, &gh.IssueRequest{State: gh.String("closed")}); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := c.Issues.ListByRepo(ctx, "acme", "app", &gh.IssueListByRepoOptions{Creator: BotLogin, State: "all"})
+	if err != nil || len(list) != 1 || list[0].GetNumber() != 8 || list[0].GetState() != "closed" {
+		t.Errorf("the App's issues = %+v, %v", list, err)
+	}
+	if list, _, _ := c.Issues.ListByRepo(ctx, "acme", "app", nil); len(list) != 1 || list[0].GetNumber() != 7 {
+		t.Errorf("open issues = %+v, want PR 7 alone", list)
+	}
+	if _, _, err := c.Issues.CreateComment(ctx, "acme", "app", 8, &gh.IssueComment{Body: gh.String("on the issue")}); err != nil || len(s.Comments(8)) != 1 {
+		t.Errorf("a comment on the issue: %v", err)
+	}
+
+	// Branches.
+	if b, _, err := c.Repositories.GetBranch(ctx, "acme", "app", "main", 0); err != nil || b.GetCommit().GetSHA() != base {
+		t.Errorf("GetBranch(main) = %+v, %v", b, err)
+	}
+	if _, resp, _ := c.Repositories.GetBranch(ctx, "acme", "app", "nope", 0); resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Error("an unknown branch was served")
+	}
+
+	// A push over git, then a pull request of it.
+	work := t.TempDir()
+	gitIn := func(args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", work}, args...)...)
+		auth := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + Token))
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
+			"GIT_CONFIG_VALUE_0=Authorization: Basic "+auth, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+		return nil
+	}
+	url := s.GitURL() + "/acme/app.git"
+	for _, args := range [][]string{{"init", "-q"}, {"fetch", "-q", url, "main"}, {"checkout", "-q", "FETCH_HEAD"}} {
+		if err := gitIn(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(work, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := gitIn("add", "b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gitIn("commit", "-q", "-m", "b"); err != nil {
+		t.Fatal(err)
+	}
+	s.SetPermission("contents", "read")
+	if err := gitIn("push", "-q", url, "HEAD:refs/heads/iterion/b"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a push without contents: write: %v", err)
+	}
+	s.SetPermission("contents", "write")
+	if err := gitIn("push", "-q", url, "HEAD:refs/heads/iterion/b"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Branch("iterion/b") == "" || s.Git("show", "iterion/b:b.txt") != "b" {
+		t.Fatalf("the pushed branch is not there")
+	}
+	s.SetPermission("pull_requests", "read")
+	if _, resp, _ := c.PullRequests.Create(ctx, "acme", "app", &gh.NewPullRequest{Title: gh.String("t"), Head: gh.String("iterion/b"), Base: gh.String("main")}); resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Error("a pull request without pull_requests: write was opened")
+	}
+	s.SetPermission("pull_requests", "write")
+	pr, _, err := c.PullRequests.Create(ctx, "acme", "app", &gh.NewPullRequest{Title: gh.String("t"), Head: gh.String("iterion/b"), Base: gh.String("main"), Body: gh.String("body")})
+	if err != nil || pr.GetNumber() != 9 || pr.GetHead().GetRef() != "iterion/b" {
+		t.Fatalf("Create PR = %+v, %v", pr, err)
+	}
+	for _, tc := range []struct{ name, head, want string }{
+		{"the same again", "iterion/b", "A pull request already exists"},
+		{"no commits between", "main", "No commits between"},
+		{"no such head", "nope", "invalid"},
+	} {
+		_, _, err := c.PullRequests.Create(ctx, "acme", "app", &gh.NewPullRequest{Title: gh.String("t"), Head: gh.String(tc.head), Base: gh.String("main")})
+		var er *gh.ErrorResponse
+		if !errors.As(err, &er) || er.Response.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(er.Errors), tc.want) {
+			t.Errorf("%s: %v, want 422 %q", tc.name, err, tc.want)
+		}
+	}
+	pulls, _, err := c.PullRequests.List(ctx, "acme", "app", &gh.PullRequestListOptions{Head: "acme:iterion/b", State: "all"})
+	if err != nil || len(pulls) != 1 || pulls[0].GetNumber() != 9 {
+		t.Errorf("pulls of iterion/b = %+v, %v", pulls, err)
+	}
+
+	// The App's installations, as the App, and their repositories.
+	apps := gh.NewClient(nil).WithAuthToken("a.jwt")
+	apps.BaseURL = c.BaseURL
+	insts, _, err := apps.Apps.ListInstallations(ctx, nil)
+	if err != nil || len(insts) != 1 || insts[0].GetID() != InstallationID {
+		t.Errorf("installations = %+v, %v", insts, err)
+	}
+	repos, _, err := c.Apps.ListRepos(ctx, nil)
+	if err != nil || len(repos.Repositories) != 1 || repos.Repositories[0].GetFullName() != "acme/app" {
+		t.Errorf("repositories = %+v, %v", repos, err)
 	}
 }

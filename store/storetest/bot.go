@@ -49,6 +49,12 @@ func RunBot(t *testing.T, open func(t *testing.T) BotStore) {
 		{"OutboxOrder", testOutboxOrder},
 		{"Links", testLinks},
 		{"Nonces", testNonces},
+		{"PutSchedules", testPutSchedules},
+		{"ClaimFire", testClaimFire},
+		{"ClaimFireConcurrent", testClaimFireConcurrent},
+		{"FireLifecycle", testFireLifecycle},
+		{"SchedulePosts", testSchedulePosts},
+		{"OpenQuestions", testOpenQuestions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -608,5 +614,85 @@ func testNonces(t *testing.T, s BotStore) {
 	}
 	if _, err := s.UseNonce(ctx, "", exp); err == nil {
 		t.Error("an empty nonce: no error")
+	}
+}
+
+func testOpenQuestions(t *testing.T, s BotStore) {
+	ctx := t.Context()
+	// a: two async questions, one answered.
+	a := MustCreateRun(t, s, "a", 0, "github")
+	MustAnswer(t, s, a.ID, MustPost(t, s, a, "ask", "First?").ID, "yes", "ana")
+	a2 := MustPost(t, s, a, "other", "Second?")
+	// b: paused on a human node's form, then answered and running again.
+	b := MustCreateRun(t, s, "b", 0)
+	form := &engine.Interaction{ID: "b_approve", NodeID: "approve", Kind: engine.KindBlocking, Questions: map[string]any{"approved": "bool"}}
+	MustCommit(t, s, engine.Change{RunID: b.ID, Generation: b.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{form}})
+	// c: an async question of a run cancelled, which a resume reads.
+	c := MustCreateRun(t, s, "c", 0)
+	c1 := MustPost(t, s, c, "ask", "Still there?")
+	MustCommit(t, s, engine.Change{RunID: c.ID, Generation: c.Generation, Status: engine.StatusCancelled})
+	// d: an async question of a finished run: nobody can answer it.
+	d := MustCreateRun(t, s, "d", 0)
+	MustPost(t, s, d, "ask", "Too late?")
+	MustCommit(t, s, engine.Change{RunID: d.ID, Generation: d.Generation, Status: engine.StatusFinished})
+	// e: paused on the await_answers tool (no question of its own), with
+	// its async question open; f: a form of a cancelled run, which only a
+	// paused run takes.
+	e := MustCreateRun(t, s, "e", 0)
+	e1 := MustPost(t, s, e, "agent", "Which branch?")
+	await := &engine.Interaction{ID: "e_agent", NodeID: "agent", Kind: engine.KindAwait, Questions: map[string]any{engine.QuestionKey: "waiting"}}
+	MustCommit(t, s, engine.Change{RunID: e.ID, Generation: e.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{await}})
+	f := MustCreateRun(t, s, "f", 0)
+	ffrom := &engine.Interaction{ID: "f_approve", NodeID: "approve", Kind: engine.KindBlocking, Questions: map[string]any{"approved": "bool"}}
+	MustCommit(t, s, engine.Change{RunID: f.ID, Generation: f.Generation, Status: engine.StatusPausedWaitingHuman, Interactions: []*engine.Interaction{ffrom}})
+	MustCommit(t, s, engine.Change{RunID: f.ID, Generation: f.Generation, Status: engine.StatusCancelled})
+
+	open := func() []delivery.OpenQuestion {
+		t.Helper()
+		qs, err := s.OpenQuestions(ctx)
+		if err != nil {
+			t.Fatalf("OpenQuestions: %v", err)
+		}
+		for i := 1; i < len(qs); i++ {
+			if qs[i].RequestedAt.After(qs[i-1].RequestedAt) {
+				t.Errorf("open questions not newest first: %s at %s after %s at %s", qs[i].InteractionID, qs[i].RequestedAt, qs[i-1].InteractionID, qs[i-1].RequestedAt)
+			}
+		}
+		return qs
+	}
+	ids := func(qs []delivery.OpenQuestion) []string {
+		var out []string
+		for _, q := range qs {
+			out = append(out, q.RunID+" "+q.InteractionID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	qs := open()
+	want := []string{"a " + a2.ID, "b b_approve", "c " + c1.ID, "e " + e1.ID}
+	if diff := cmp.Diff(want, ids(qs)); diff != "" {
+		t.Fatalf("open questions (-want +got):\n%s", diff)
+	}
+	for _, q := range qs {
+		if q.Run == nil || q.Run.ID != q.RunID || q.RequestedAt.IsZero() {
+			t.Errorf("open question %s: run %v, requested %s", q.InteractionID, q.Run, q.RequestedAt)
+		}
+		if q.InteractionID == "b_approve" && (q.Kind != engine.KindBlocking || q.Run.Status != engine.StatusPausedWaitingHuman) {
+			t.Errorf("the form: kind %q, run %s", q.Kind, q.Run.Status)
+		}
+	}
+	// The form answered, its run running again; the async question of e
+	// answered too.
+	answered := *form
+	answered.Answers, answered.AnsweredAt, answered.AnsweredBy, answered.Via = map[string]any{"approved": true}, time.Now(), "ana", "page"
+	MustCommit(t, s, engine.Change{RunID: b.ID, Generation: b.Generation, Status: engine.StatusRunning, Interactions: []*engine.Interaction{&answered}})
+	MustAnswer(t, s, e.ID, e1.ID, "main", "ana")
+	if diff := cmp.Diff([]string{"a " + a2.ID, "c " + c1.ID}, ids(open())); diff != "" {
+		t.Errorf("open questions after two answers (-want +got):\n%s", diff)
+	}
+	// A run that fails leaves none.
+	MustCommit(t, s, engine.Change{RunID: a.ID, Generation: a.Generation, Status: engine.StatusFailed})
+	if diff := cmp.Diff([]string{"c " + c1.ID}, ids(open())); diff != "" {
+		t.Errorf("open questions after run a failed (-want +got):\n%s", diff)
 	}
 }
