@@ -73,6 +73,13 @@ func TestAnswerByButton(t *testing.T) {
 	if n := len(w.fake.BotMessages("answered by")); n != 1 {
 		t.Errorf("%d replies saying who answered, want 1", n)
 	}
+	// No post of the bot's shows a preview of a link it carries (a
+	// question's text, a PR's title may hold any).
+	for _, m := range w.fake.Messages("") {
+		if m.Unfurls {
+			t.Errorf("message %s (%q) is posted with link or media previews on", m.TS, m.Text)
+		}
+	}
 }
 
 // An answer given elsewhere (the PR, the CLI) updates the Slack question

@@ -163,6 +163,9 @@ func (c *Client) Post(ctx context.Context, channel string, m message) (string, s
 	if err := c.paced(ctx, channel); err != nil {
 		return "", "", err
 	}
+	// No previews: a question's or a PR's text may carry any link, which
+	// Slack would fetch and show.
+	opts = append(opts, slackgo.MsgOptionDisableLinkUnfurl(), slackgo.MsgOptionDisableMediaUnfurl())
 	ch, ts, err := c.api.PostMessageContext(ctx, channel, opts...)
 	if err != nil {
 		return "", "", classify("posting in Slack channel "+channel, channel, err)

@@ -56,6 +56,9 @@ type Message struct {
 	Metadata *Metadata
 	// Edits counts chat.update calls on the message.
 	Edits int
+	// Unfurls says Slack would show previews of the message's links or
+	// media: unfurl_links or unfurl_media was not "false".
+	Unfurls bool
 	// At is when the fake took it, by its Clock.
 	At time.Time
 }
@@ -539,6 +542,7 @@ func (s *Server) postMessage(in *request) (map[string]any, *errorAnswer) {
 		s.lastPost[ch] = s.now()
 	}
 	m.Channel, m.TS, m.User, m.BotID, m.At = ch, s.nextTS(), BotUserID, BotID, s.now()
+	m.Unfurls = in.arg("unfurl_links") != "false" || in.arg("unfurl_media") != "false"
 	if th := in.arg("thread_ts"); th != "" {
 		root := s.find(ch, th)
 		if root == nil {
